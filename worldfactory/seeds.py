@@ -1,0 +1,126 @@
+"""Seed catalog and seed expansion: (seed type, variant) -> Brief, deterministically.
+
+A world ID is `<domain>.<company type>--v<NNN>`. Its generation seed comes from the ID and the
+generator version, and every random choice in every stage flows from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+from worldfactory import GENERATOR_VERSION
+from worldfactory.spec import Brief
+from worldfactory.templates import TemplateSet
+
+WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})$")
+EPOCH = date(2026, 1, 1)
+
+
+class SeedError(ValueError):
+    """A world ID or seed type that the catalog does not know."""
+
+
+@dataclass(frozen=True)
+class WorldId:
+    domain: str
+    company_type: str
+    variant: int
+
+    @property
+    def seed_type(self) -> str:
+        return f"{self.domain}.{self.company_type}"
+
+    def __str__(self) -> str:
+        return f"{self.seed_type}--v{self.variant:03d}"
+
+
+def parse_world_id(world_id: str, templates: TemplateSet) -> WorldId:
+    """Parse and check a world ID against the templates; errors say what would be valid."""
+    m = WORLD_ID_RE.match(world_id)
+    if not m:
+        raise SeedError(
+            f"'{world_id}' is not a world ID; expected <domain>.<company type>--v<NNN>, "
+            f"e.g. insurance-claims.regional--v001 (see `worldfactory seeds`)"
+        )
+    wid = WorldId(m["domain"], m["company"], int(m["variant"]))
+    if wid.domain not in templates.domains:
+        raise SeedError(f"'{world_id}': unknown domain '{wid.domain}'; known: {', '.join(sorted(templates.domains))}")
+    if wid.company_type not in templates.company_types:
+        raise SeedError(
+            f"'{world_id}': unknown company type '{wid.company_type}'; "
+            f"known: {', '.join(sorted(templates.company_types))}"
+        )
+    if wid.variant < 1:
+        raise SeedError(f"'{world_id}': variants start at v001")
+    return wid
+
+
+def generation_seed(world_id: str, version: str = GENERATOR_VERSION) -> int:
+    digest = hashlib.sha256(f"{world_id}|{version}".encode()).hexdigest()
+    return int(digest[:16], 16)
+
+
+def stage_rng(seed: int, stage: str) -> random.Random:
+    """An independent, reproducible random stream per stage (str seeds hash with sha512)."""
+    return random.Random(f"{seed}:{stage}")
+
+
+def seed_types(templates: TemplateSet) -> list[str]:
+    """Every seed type the catalog builds, in catalog order."""
+    return [f"{d}.{c}" for d in templates.catalog.domains for c in templates.catalog.company_types]
+
+
+def catalog_world_ids(templates: TemplateSet, variants: int | None = None) -> list[str]:
+    n = templates.catalog.variants if variants is None else variants
+    return [f"{s}--v{v:03d}" for s in seed_types(templates) for v in range(1, n + 1)]
+
+
+def _nice(value: float, integer: bool) -> float:
+    """Round a jittered policy value the way a company would write it down."""
+    if integer:
+        return float(max(1, round(value)))
+    if value >= 1000:
+        return float(round(value / 50) * 50)
+    if value >= 10:
+        return float(round(value))
+    return round(value, 2)
+
+
+def expand_seed(world_id: str, templates: TemplateSet) -> Brief:
+    """Deterministically expand a world ID into a Brief."""
+    wid = parse_world_id(world_id, templates)
+    seed = generation_seed(str(wid))
+    rng = stage_rng(seed, "brief")
+    domain = templates.domains[wid.domain]
+    ctype = templates.company_types[wid.company_type]
+    vocab = templates.vocabulary
+
+    company_name = f"{rng.choice(vocab.company_words)} {rng.choice(ctype.name_suffixes)}"
+    clock = EPOCH + timedelta(days=rng.randint(0, 300))
+    modules = list(domain.modules) + [m for m in domain.optional_modules if m in ctype.extra_modules]
+
+    rules: dict[str, float] = {}
+    all_rules = [r for m in modules for r in templates.modules[m].rules] + list(domain.rules)
+    for rule in all_rules:
+        factor = ctype.rule_factors.get(rule.name, 1.0) * rng.uniform(0.85, 1.15)
+        rules[rule.name] = _nice(rule.value * factor, rule.integer)
+
+    return Brief(
+        world_id=str(wid),
+        seed_type=wid.seed_type,
+        domain=wid.domain,
+        company_type=wid.company_type,
+        variant=wid.variant,
+        generation_seed=seed,
+        generator_version=GENERATOR_VERSION,
+        company_name=company_name,
+        clock=clock.isoformat(),
+        scale=round(ctype.scale * rng.uniform(0.9, 1.15), 3),
+        modules=modules,
+        rules=rules,
+        departments=list(domain.departments),
+    )

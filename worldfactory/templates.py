@@ -1,0 +1,156 @@
+"""Loads and validates world_templates/: domain packs, company types, shared modules, vocabulary.
+
+Every file is validated on load; a bad one raises TemplateError naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from worldfactory.spec import CompanyType, DomainPack, Module, Vocabulary
+
+DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "world_templates"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class TemplateError(ValueError):
+    """A template file is missing, unreadable or invalid; the message names file and field."""
+
+
+class CatalogConfig(BaseModel):
+    variants: int
+    domains: list[str]
+    company_types: list[str]
+    examples: list[str]
+
+
+@dataclass(frozen=True)
+class TemplateSet:
+    """Everything under one templates folder, validated."""
+
+    root: Path
+    domains: dict[str, DomainPack]
+    company_types: dict[str, CompanyType]
+    modules: dict[str, Module]
+    vocabulary: Vocabulary
+    catalog: CatalogConfig
+    fingerprint: str  # sha256 over every template file, for "is this world up to date?"
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise TemplateError(f"{path}: file not found") from exc
+    except yaml.YAMLError as exc:
+        raise TemplateError(f"{path}: not valid YAML: {exc}") from exc
+
+
+def _format_errors(path: Path, exc: ValidationError, data: Any) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = _readable_loc(err["loc"], data)
+        lines.append(f"{path}: field '{loc}': {err['msg']}")
+    return "\n".join(lines)
+
+
+def _readable_loc(loc: tuple[Any, ...], data: Any) -> str:
+    """Turn ('tables', 2, 'columns', 0, 'type') into tables[2:claims].columns[0:status].type."""
+    parts: list[str] = []
+    node = data
+    for item in loc:
+        if isinstance(item, int):
+            name = ""
+            if isinstance(node, list) and 0 <= item < len(node):
+                node = node[item]
+                if isinstance(node, dict) and "name" in node:
+                    name = f":{node['name']}"
+            else:
+                node = None
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{item}{name}]"]
+        else:
+            parts.append(str(item))
+            node = node.get(item) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
+def load_model(path: Path, model: type[M]) -> M:
+    data = _read_yaml(path)
+    if not isinstance(data, dict):
+        raise TemplateError(f"{path}: expected a mapping at the top level")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise TemplateError(_format_errors(path, exc, data)) from exc
+
+
+def _load_dir(folder: Path, model: type[M]) -> dict[str, M]:
+    out: dict[str, M] = {}
+    for path in sorted(folder.glob("*.yaml")):
+        item = load_model(path, model)
+        name = getattr(item, "name")
+        if name != path.stem:
+            raise TemplateError(f"{path}: field 'name': '{name}' must match the file name '{path.stem}'")
+        out[name] = item
+    return out
+
+
+def _fingerprint(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.yaml")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _check_references(ts: TemplateSet) -> None:
+    for domain in ts.domains.values():
+        path = ts.root / "domains" / f"{domain.name}.yaml"
+        for field in ("modules", "optional_modules"):
+            for i, name in enumerate(getattr(domain, field)):
+                if name not in ts.modules:
+                    raise TemplateError(f"{path}: field '{field}[{i}]': unknown module '{name}'")
+    for ct in ts.company_types.values():
+        path = ts.root / "company_types" / f"{ct.name}.yaml"
+        for i, name in enumerate(ct.extra_modules):
+            if name not in ts.modules:
+                raise TemplateError(f"{path}: field 'extra_modules[{i}]': unknown module '{name}'")
+    cat_path = ts.root / "catalog.yaml"
+    for i, name in enumerate(ts.catalog.domains):
+        if name not in ts.domains:
+            raise TemplateError(f"{cat_path}: field 'domains[{i}]': unknown domain '{name}'")
+    for i, name in enumerate(ts.catalog.company_types):
+        if name not in ts.company_types:
+            raise TemplateError(f"{cat_path}: field 'company_types[{i}]': unknown company type '{name}'")
+
+
+def load_templates(root: Path | str | None = None) -> TemplateSet:
+    """Load and validate a templates folder (default: the project's world_templates/)."""
+    base = Path(root) if root is not None else DEFAULT_TEMPLATES
+    return _load_cached(base.resolve(), _fingerprint(base.resolve()))
+
+
+@lru_cache(maxsize=8)
+def _load_cached(root: Path, fingerprint: str) -> TemplateSet:
+    if not root.is_dir():
+        raise TemplateError(f"{root}: templates folder not found")
+    ts = TemplateSet(
+        root=root,
+        domains=_load_dir(root / "domains", DomainPack),
+        company_types=_load_dir(root / "company_types", CompanyType),
+        modules=_load_dir(root / "modules", Module),
+        vocabulary=load_model(root / "vocabulary.yaml", Vocabulary),
+        catalog=load_model(root / "catalog.yaml", CatalogConfig),
+        fingerprint=fingerprint,
+    )
+    _check_references(ts)
+    return ts
