@@ -1,0 +1,271 @@
+"""Stage 3: WorldSpec -> seed.db, consistent fictional operational data.
+
+Rows are generated table by table in foreign-key order from the column generators declared in
+the templates; child tables can be generated per parent row in given states (a paid claim gets a
+payment). Every random choice comes from the world's generation seed.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import sqlite3
+from datetime import date, timedelta
+from typing import Any
+
+from worldfactory.build.schema import schema_sql
+from worldfactory.seeds import stage_rng
+from worldfactory.spec import ColumnDef, TableDef, Vocabulary, WorldSpec
+from worldfactory.templates import TemplateError
+
+EMAIL_DOMAINS = ["mail.example", "inbox.example", "post.example", "letters.example"]
+UNIQUE_TRIES = 200
+UNSCALED_BELOW = 10  # tiny reference tables (roles, departments) keep their declared size
+
+
+class SeedDataError(ValueError):
+    """The seed database fails its proof (integrity, foreign keys, invariants)."""
+
+
+class _Gen:
+    """Evaluates column generator specs for one world."""
+
+    def __init__(self, spec: WorldSpec, vocab: Vocabulary, rng: random.Random) -> None:
+        self.spec = spec
+        self.vocab = vocab
+        self.rng = rng
+        self.clock = date.fromisoformat(spec.brief.clock)
+        self.ids: dict[str, list[int]] = {}
+
+    def _ref_value(self, ref: str, row: dict[str, Any], parent: dict[str, Any] | None) -> Any:
+        if ref.startswith("parent."):
+            if parent is None:
+                raise KeyError(ref)
+            return parent[ref[len("parent.") :]]
+        return row[ref]
+
+    def _template(self, text: str, n: int) -> str:
+        v, r = self.vocab, self.rng
+
+        def sub(m: re.Match[str]) -> str:
+            key = m.group(1)
+            if key == "n":
+                return str(n)
+            if key == "word":
+                return r.choice(v.words).capitalize()
+            if key == "first_name":
+                return r.choice(v.first_names)
+            if key == "last_name":
+                return r.choice(v.last_names)
+            if key == "company":
+                return f"{r.choice(v.company_words)} {r.choice(v.company_suffixes)}"
+            if key == "city":
+                return r.choice(v.cities)
+            raise KeyError(f"template placeholder {{{key}}}")
+
+        return re.sub(r"\{(\w+)\}", sub, text)
+
+    def value(self, col: ColumnDef, row: dict[str, Any], parent: dict[str, Any] | None, n: int) -> Any:
+        r, v, g = self.rng, self.vocab, col.gen
+        if g is None:
+            if col.ref:
+                if col.nullable and r.random() < 0.4:
+                    return None
+                return r.choice(self.ids[col.ref])
+            raise KeyError("no generator")
+        if isinstance(g, str):
+            if g == "person_name":
+                return f"{r.choice(v.first_names)} {r.choice(v.last_names)}"
+            if g == "company_name":
+                return f"{r.choice(v.company_words)} {r.choice(v.company_suffixes)}"
+            if g == "city":
+                return r.choice(v.cities)
+            if g == "phone":
+                return f"555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"
+            if g == "sentence":
+                return r.choice(v.sentences)
+            raise KeyError(f"unknown generator '{g}'")
+        if not isinstance(g, dict) or len(g) < 1:
+            raise KeyError(f"generator must be a name or a mapping, got {g!r}")
+        kind = next(iter(g))
+        arg = g[kind]
+        if kind == "choice":
+            return r.choices(arg, weights=g.get("weights"))[0]
+        if kind == "seq":
+            return arg[(n - 1) % len(arg)]
+        if kind == "brief_list":
+            items = getattr(self.spec.brief, arg)
+            return items[(n - 1) % len(items)]
+        if kind == "code":
+            return arg.format(n=n)
+        if kind == "bool":
+            return 1 if r.random() < arg else 0
+        if kind == "const":
+            return arg
+        if kind == "int":
+            return r.randint(arg[0], arg[1])
+        if kind in ("money", "number"):
+            return round(r.uniform(arg[0], arg[1]), 2)
+        if kind == "days_ago":
+            return (self.clock - timedelta(days=r.randint(arg[1], arg[0]))).isoformat()
+        if kind == "days_around":
+            return (self.clock + timedelta(days=r.randint(-arg[0], arg[1]))).isoformat()
+        if kind == "date_after":
+            base = date.fromisoformat(self._ref_value(arg, row, parent))
+            lo, hi = g.get("days", [0, 30])
+            out = base + timedelta(days=r.randint(lo, hi))
+            if g.get("cap", True):
+                out = max(base, min(out, self.clock))
+            return out.isoformat()
+        if kind == "fraction_of":
+            lo, hi = g.get("range", [0.5, 1.0])
+            return round(float(self._ref_value(arg, row, parent)) * r.uniform(lo, hi), 2)
+        if kind == "copy":
+            return self._ref_value(arg, row, parent)
+        if kind == "email_from":
+            local = re.sub(r"[^a-z]+", ".", str(row[arg]).lower()).strip(".")
+            return f"{local}@{r.choice(EMAIL_DOMAINS)}"
+        if kind == "id_of":
+            return r.choice(self.ids[arg])
+        if kind == "template":
+            return self._template(arg, n)
+        raise KeyError(f"unknown generator '{kind}'")
+
+
+def _normalise(col: ColumnDef, value: Any) -> Any:
+    if value is None:
+        return None
+    if col.type == "boolean":
+        return 1 if value in (True, 1, "true") else 0
+    if col.type in ("money", "number"):
+        return round(float(value), 2)
+    if col.type == "integer":
+        return int(value)
+    return value
+
+
+def _when_holds(col: ColumnDef, row: dict[str, Any]) -> bool:
+    return all(row.get(k) in vals for k, vals in (col.when or {}).items())
+
+
+def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
+              unique_seen: dict[str, set[Any]]) -> dict[str, Any]:
+    row: dict[str, Any] = {"id": n}
+    plain = [c for c in table.columns if not c.when]
+    conditional = [c for c in table.columns if c.when]
+    for col in plain + conditional:
+        if table.per_parent and col.name == table.per_parent.column and parent is not None:
+            row[col.name] = parent["id"]
+            continue
+        if col.when and not _when_holds(col, row):
+            row[col.name] = None
+            continue
+        try:
+            for _ in range(UNIQUE_TRIES):
+                value = _normalise(col, gen.value(col, row, parent, n))
+                if not col.unique or value not in unique_seen[col.name]:
+                    break
+            else:
+                raise TemplateError(
+                    f"table '{table.name}' column '{col.name}': could not draw a unique value; "
+                    f"widen the generator or lower the row count"
+                )
+        except KeyError as exc:
+            raise TemplateError(f"table '{table.name}' column '{col.name}': bad generator: {exc}") from exc
+        if col.unique:
+            unique_seen[col.name].add(value)
+        row[col.name] = value
+    return row
+
+
+def _rule_rows(spec: WorldSpec) -> list[dict[str, Any]]:
+    return [
+        {"id": i, "name": rule.name, "label": rule.label, "value": spec.brief.rules[rule.name],
+         "description": rule.description or rule.label, "owner_id": 1}
+        for i, rule in enumerate(spec.rules, start=1)
+    ]
+
+
+def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows, in foreign-key order, from the generation seed."""
+    gen = _Gen(spec, vocab, stage_rng(spec.brief.generation_seed, "data"))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for table in spec.tables:
+        unique_seen: dict[str, set[Any]] = {c.name: set() for c in table.columns if c.unique}
+        rows: list[dict[str, Any]] = []
+        if table.fill == "rules":
+            rows = _rule_rows(spec)
+        elif table.per_parent is not None:
+            pp = table.per_parent
+            parents = [p for p in out[pp.table] if all(p.get(k) in v for k, v in pp.where.items())]
+            for parent in parents:
+                for _ in range(gen.rng.randint(*pp.count)):
+                    rows.append(_make_row(gen, table, len(rows) + 1, parent, unique_seen))
+        else:
+            declared = table.rows or 0
+            count = declared if declared < UNSCALED_BELOW else max(1, round(declared * spec.brief.scale))
+            rows = [_make_row(gen, table, n, None, unique_seen) for n in range(1, count + 1)]
+        out[table.name] = rows
+        gen.ids[table.name] = [r["id"] for r in rows]
+    return out
+
+
+def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
+    """Generate the seed database and return its bytes (deterministic for a given seed)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.executescript(schema_sql(spec))
+        rows = generate_rows(spec, vocab)
+        conn.execute("BEGIN")
+        for table in spec.tables:
+            cols = ["id"] + [c.name for c in table.columns]
+            sql = f"INSERT INTO {table.name} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+            try:
+                conn.executemany(sql, [[r[c] for c in cols] for r in rows[table.name]])
+            except sqlite3.IntegrityError as exc:
+                raise SeedDataError(f"table '{table.name}': generated rows break a constraint: {exc}") from exc
+        for stmt in spec.derive:
+            conn.execute(stmt)
+        conn.execute("COMMIT")
+        conn.execute("VACUUM")
+        return conn.serialize()
+    finally:
+        conn.close()
+
+
+def open_image(image: bytes) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.deserialize(image)
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
+    """The seed stage's proof: integrity, foreign keys, CHECKs and declared invariants hold."""
+    conn = open_image(image)
+    try:
+        integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        if integrity != "ok":
+            raise SeedDataError(f"integrity_check: {integrity}")
+        fk = conn.execute("PRAGMA foreign_key_check").fetchall()
+        if fk:
+            raise SeedDataError(f"foreign_key_check found {len(fk)} broken references, first: {fk[0]}")
+        # CHECKs run on every write: rewriting each row in place re-asserts all of them.
+        conn.execute("SAVEPOINT recheck")
+        for table in spec.tables:
+            cols = ", ".join(c.name for c in table.columns)
+            try:
+                conn.execute(f"UPDATE {table.name} SET ({cols}) = ({cols})")
+            except sqlite3.IntegrityError as exc:
+                raise SeedDataError(f"table '{table.name}': a CHECK constraint fails: {exc}") from exc
+        conn.execute("ROLLBACK TO recheck")
+        conn.execute("RELEASE recheck")
+        for inv in spec.invariants:
+            bad = conn.execute(inv.sql).fetchone()[0]
+            if bad:
+                raise SeedDataError(f"invariant '{inv.name}' fails for {bad} rows")
+        counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
+    finally:
+        conn.close()
+    return {"rows": sum(counts.values()), "row_counts": counts, "invariants": len(spec.invariants)}
