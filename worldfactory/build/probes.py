@@ -1,0 +1,127 @@
+"""Probe calls for every tool: one valid call and several invalid ones with the error they must give.
+
+The tools stage runs them in the sandbox before it accepts tools.py; the test suite runs them
+again over MCP. Invalid probes cover unknown and missing arguments, wrong types, records that do
+not exist, wrong workflow states, broken business rules and duplicate unique values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worldfactory.build.data import open_image
+from worldfactory.build.tools import ParamSpec, ToolSpec
+from worldfactory.build.workflow import guard_holds, guards_hold, id_param, task_value
+from worldfactory.seeds import stage_rng
+from worldfactory.spec import WorldSpec
+
+MISSING_ID = 999999
+
+
+def _rows(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def _clamp(value: float, p: ParamSpec) -> float:
+    if p.minimum is not None:
+        value = max(value, p.minimum)
+    if p.maximum is not None:
+        value = min(value, p.maximum)
+    return value
+
+
+def _valid_value(p: ParamSpec, table: str, conn: Any, clock: str) -> Any:
+    if p.ref:
+        return conn.execute(f"SELECT min(id) FROM {p.ref}").fetchone()[0]
+    if p.enum:
+        return p.enum[0]
+    if p.type == "date":
+        return clock
+    if p.type == "boolean":
+        return True
+    if p.type == "integer":
+        return int(_clamp(30, p))
+    if p.type in ("money", "number"):
+        return _clamp(12.5, p)
+    return f"Probe {table} {p.name}"
+
+
+def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dict[str, dict[str, Any]]:
+    conn = open_image(seed_image)
+    rng = stage_rng(spec.brief.generation_seed, "probes")
+    rules = spec.brief.rules
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        for tool in tools:
+            table = spec.table(tool.table)
+            rows = _rows(conn, f"SELECT * FROM {table.name} ORDER BY id LIMIT 400")
+            valid: dict[str, Any] | None = None
+            invalid: list[dict[str, Any]] = []
+            if tool.kind == "search":
+                label = table.label if table.label in table.search else None
+                valid = {label: rows[0][label]} if (label and rows) else {"limit": 5}
+            elif tool.kind == "get":
+                valid = {id_param(table): rows[0]["id"]} if rows else None
+            elif tool.kind == "create":
+                valid = {p.name: _valid_value(p, table.name, conn, spec.brief.clock) for p in tool.params}
+                for p in tool.params:
+                    col = table.column(p.name)
+                    if col.unique and rows:
+                        invalid.append({"args": {**valid, p.name: rows[0][p.name]}, "expect": "must be unique"})
+                        break
+                for p in tool.params:
+                    if p.ref:
+                        noun = spec.table(p.ref).singular
+                        invalid.append({"args": {**valid, p.name: MISSING_ID},
+                                        "expect": f"no {noun} with id {MISSING_ID}"})
+                        break
+            elif tool.kind == "update":
+                field = tool.params[1]
+                if rows:
+                    valid = {id_param(table): rows[0]["id"],
+                             field.name: _valid_value(field, table.name, conn, spec.brief.clock)}
+                invalid.append({"args": {id_param(table): rows[0]["id"] if rows else 1},
+                                "expect": "nothing to change"})
+            else:
+                assert table.workflow is not None
+                tr = next(x for x in table.workflow.transitions if x.name == tool.transition)
+                wf = table.workflow.column
+                for row in rows:
+                    args = {p.name: task_value(p, row, rng) for p in tr.params}
+                    if row[wf] in tr.from_ and guards_hold(tr, row, args, rules):
+                        valid = {id_param(table): row["id"], **args}
+                        break
+                wrong = next((r for r in rows if r[wf] not in tr.from_), None)
+                if wrong is not None:
+                    args = {p.name: task_value(p, wrong, rng) for p in tr.params}
+                    invalid.append({"args": {id_param(table): wrong["id"], **args}, "expect": "this action needs"})
+                for g in [g for g in tr.guards if g.rule]:
+                    for row in rows:
+                        args = {p.name: task_value(p, row, rng) for p in tr.params}
+                        if row[wf] in tr.from_ and not guard_holds(g, row, args, rules):
+                            invalid.append({"args": {id_param(table): row["id"], **args},
+                                            "expect": g.message.split(";")[0]})
+                            break
+            base = dict(valid) if valid else {}
+            invalid.append({"args": {**base, "unexpected_field": 1}, "expect": "'unexpected_field' was unexpected"})
+            required = [p for p in tool.params if p.required]
+            if required:
+                gone = {k: v for k, v in base.items() if k != required[0].name}
+                invalid.append({"args": gone, "expect": f"'{required[0].name}' is a required property"})
+                wrong_type: Any = "not-a-number" if required[0].type in ("integer", "number", "money") else 12345
+                if required[0].type == "boolean":
+                    wrong_type = "yes"
+                invalid.append({"args": {**base, required[0].name: wrong_type}, "expect": required[0].name})
+            else:
+                invalid.append({"args": {**base, "limit": "many"}, "expect": "limit"})
+            if tool.kind in ("get", "update") or (tool.kind == "transition" and (valid or len(tool.params) == 1)):
+                args = {**base, id_param(table): MISSING_ID}
+                if tool.kind == "update" and len(args) < 2:
+                    args[tool.params[1].name] = _valid_value(tool.params[1], table.name, conn, spec.brief.clock)
+                invalid.append({"args": args, "expect": f"no {table.singular} with id {MISSING_ID}"})
+            out[tool.name] = {"valid": valid, "invalid": invalid}
+    finally:
+        conn.close()
+    return out

@@ -1,0 +1,413 @@
+"""Stage 4: WorldSpec -> tools.py (generated Python) and tools.json (MCP manifests).
+
+Per table: search and get; create and update where the template allows; one tool per workflow
+transition, with its state check, business-rule guards and side effects. The manifest carries
+each tool's JSON schema, MCP annotations, provenance label and probe calls (valid and invalid)
+that the sandbox runs before the stage is accepted.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from worldfactory import GENERATOR_VERSION
+from worldfactory.build.workflow import id_param, slug
+from worldfactory.spec import ColumnDef, ColumnType, Param, TableDef, Transition, WorldSpec
+from worldfactory.templates import TemplateError
+
+ToolKind = Literal["search", "get", "create", "update", "transition"]
+PROVENANCE = "local-twin"
+SEARCH_LIMIT_DEFAULT = 25
+SEARCH_LIMIT_MAX = 500
+DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+PY_TYPES = {"integer": "int", "number": "float", "money": "float", "text": "str", "date": "str", "boolean": "bool"}
+
+
+class ParamSpec(BaseModel):
+    name: str
+    type: ColumnType
+    required: bool = True
+    enum: list[str] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    default: Any = None
+    ref: str | None = None
+    description: str = ""
+    free_text: bool = False
+
+
+class ToolSpec(BaseModel):
+    name: str
+    kind: ToolKind
+    table: str
+    description: str
+    params: list[ParamSpec]
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    provenance: str = PROVENANCE
+    transition: str | None = None
+    examples: dict[str, Any] = Field(default_factory=dict)
+
+
+def _param_from_column(col: ColumnDef, *, required: bool, name: str | None = None) -> ParamSpec:
+    return ParamSpec(
+        name=name or col.name,
+        type=col.type,
+        required=required,
+        enum=col.enum,
+        minimum=col.minimum if col.type != "integer" or not col.ref else 1,
+        maximum=col.maximum,
+        ref=col.ref,
+        description=col.human + (f" (id of a {col.ref} record)" if col.ref else ""),
+        free_text=col.free_text,
+    )
+
+
+def _param_from_transition(p: Param) -> ParamSpec:
+    return ParamSpec(name=p.name, type=p.type, enum=p.enum, minimum=p.minimum, maximum=p.maximum,
+                     description=p.description, free_text=p.free_text)
+
+
+def _noun(spec: WorldSpec, table: str) -> str:
+    return spec.table(table).singular
+
+
+def tool_specs(spec: WorldSpec) -> list[ToolSpec]:
+    """Every tool of a world, in a stable order."""
+    tools: list[ToolSpec] = []
+    for t in spec.tables:
+        tools.append(_search_tool(t))
+        tools.append(_get_tool(t))
+        if t.create is not None:
+            tools.append(_create_tool(spec, t))
+        if t.update:
+            tools.append(_update_tool(t))
+        for tr in t.workflow.transitions if t.workflow else []:
+            tools.append(_transition_tool(t, tr))
+    names = [x.name for x in tools]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise TemplateError(f"world {spec.brief.world_id}: tool names defined twice: {', '.join(dupes)}")
+    return tools
+
+
+def _search_tool(t: TableDef) -> ToolSpec:
+    params: list[ParamSpec] = []
+    for name in t.search:
+        col = t.column(name)
+        if col.type == "date":
+            params.append(ParamSpec(name=f"{name}_from", type="date", required=False,
+                                    description=f"earliest {col.human} (inclusive)"))
+            params.append(ParamSpec(name=f"{name}_to", type="date", required=False,
+                                    description=f"latest {col.human} (inclusive)"))
+        else:
+            p = _param_from_column(col, required=False)
+            p.minimum = None if not col.ref else 1
+            p.maximum = None
+            params.append(p)
+    params.append(ParamSpec(name="limit", type="integer", required=False, minimum=1, maximum=SEARCH_LIMIT_MAX,
+                            default=SEARCH_LIMIT_DEFAULT, description="most results to return"))
+    params.append(ParamSpec(name="offset", type="integer", required=False, minimum=0, default=0,
+                            description="results to skip, for paging"))
+    by = ", ".join(c.replace("_", " ") for c in t.search) or "nothing (lists all)"
+    return ToolSpec(
+        name=f"search_{t.name}", kind="search", table=t.name, params=params,
+        description=(f"Search {t.plural_name.replace('_', ' ')} by {by}. Text filters match any part of the value, "
+                     f"ignoring case; dates take from/to bounds. Results come in id order, {SEARCH_LIMIT_DEFAULT} "
+                     f"at a time by default; pass offset=next_offset for more. {t.description}").strip(),
+        read_only=True, destructive=False, idempotent=True,
+    )
+
+
+def _get_tool(t: TableDef) -> ToolSpec:
+    return ToolSpec(
+        name=f"get_{slug(t.singular)}", kind="get", table=t.name,
+        params=[ParamSpec(name=id_param(t), type="integer", minimum=1, description=f"id of the {t.singular}")],
+        description=f"Get one {t.singular} by its id, with every field.",
+        read_only=True, destructive=False, idempotent=True,
+    )
+
+
+def _create_tool(spec: WorldSpec, t: TableDef) -> ToolSpec:
+    covered = set(t.create or []) | set(t.create_defaults)
+    missing = [c.name for c in t.columns if not c.nullable and c.name not in covered]
+    if missing:
+        raise TemplateError(
+            f"table '{t.name}': field 'create' leaves required columns without a value: {', '.join(missing)}; "
+            f"add them to 'create' or 'create_defaults'"
+        )
+    params = [_param_from_column(t.column(c), required=not t.column(c).nullable) for c in t.create or []]
+    return ToolSpec(
+        name=f"create_{slug(t.singular)}", kind="create", table=t.name, params=params,
+        description=f"Create a {t.singular}. {t.description}".strip(),
+        read_only=False, destructive=False, idempotent=False,
+    )
+
+
+def _update_tool(t: TableDef) -> ToolSpec:
+    params = [ParamSpec(name=id_param(t), type="integer", minimum=1, description=f"id of the {t.singular}")]
+    params += [_param_from_column(t.column(c), required=False) for c in t.update]
+    fields = ", ".join(c.replace("_", " ") for c in t.update)
+    return ToolSpec(
+        name=f"update_{slug(t.singular)}", kind="update", table=t.name, params=params,
+        description=f"Change the {fields} of a {t.singular}; give only the fields to change.",
+        read_only=False, destructive=False, idempotent=True,
+    )
+
+
+def _transition_tool(t: TableDef, tr: Transition) -> ToolSpec:
+    assert t.workflow is not None
+    column = t.workflow.column
+    params = [ParamSpec(name=id_param(t), type="integer", minimum=1, description=f"id of the {t.singular}")]
+    params += [_param_from_transition(p) for p in tr.params]
+    allowed = " or ".join(tr.from_)
+    text = f"{tr.description} Allowed when the {t.singular}'s {column} is {allowed}; sets it to {tr.to}."
+    for g in tr.guards:
+        text += f" Refused when {g.message.split(';')[0]}."
+    for e in tr.effects:
+        text += f" Also creates a {e.create.replace('_', ' ').rstrip('s')} record."
+    return ToolSpec(
+        name=tr.name, kind="transition", table=t.name, params=params, description=text.strip(),
+        read_only=False, destructive=tr.destructive, idempotent=False, transition=tr.name,
+    )
+
+
+# --- JSON schema ----------------------------------------------------------------------------
+
+
+def _base_schema(p: ParamSpec) -> dict[str, Any]:
+    if p.enum:
+        return {"type": "string", "enum": list(p.enum)}
+    schema: dict[str, Any] = {
+        "integer": {"type": "integer"},
+        "number": {"type": "number"},
+        "money": {"type": "number"},
+        "text": {"type": "string", "minLength": 1, "maxLength": 2000},
+        "date": {"type": "string", "pattern": DATE_PATTERN},
+        "boolean": {"type": "boolean"},
+    }[p.type].copy()
+    if p.type in ("integer", "number", "money"):
+        if p.minimum is not None:
+            schema["minimum"] = p.minimum if p.type != "integer" else int(p.minimum)
+        if p.maximum is not None:
+            schema["maximum"] = p.maximum if p.type != "integer" else int(p.maximum)
+    return schema
+
+
+def input_schema(tool: ToolSpec) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for p in tool.params:
+        base = _base_schema(p)
+        if p.description:
+            base["description"] = p.description
+        if p.required:
+            required.append(p.name)
+            props[p.name] = base
+        else:
+            desc = base.pop("description", None)
+            entry: dict[str, Any] = {"anyOf": [base, {"type": "null"}], "default": p.default}
+            if desc:
+                entry["description"] = desc
+            props[p.name] = entry
+    return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
+
+
+def manifest(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """tools.json: what an MCP client or a harness needs to know about each tool."""
+    return [
+        {
+            "name": t.name,
+            "kind": t.kind,
+            "table": t.table,
+            "description": t.description,
+            "input_schema": input_schema(t),
+            "annotations": {"read_only_hint": t.read_only, "destructive_hint": t.destructive,
+                            "idempotent_hint": t.idempotent},
+            "provenance": t.provenance,
+            "examples": t.examples,
+        }
+        for t in tools
+    ]
+
+
+# --- source generation ----------------------------------------------------------------------
+
+
+def _annotation(p: ParamSpec) -> str:
+    base = f"Literal[{', '.join(repr(v) for v in p.enum)}]" if p.enum else PY_TYPES[p.type]
+    return base if p.required else f"{base} | None"
+
+
+def _signature(tool: ToolSpec) -> str:
+    parts = []
+    for p in tool.params:
+        ann = _annotation(p)
+        parts.append(f"{p.name}: {ann}" if p.required else f"{p.name}: {ann} = {p.default!r}")
+    return "db: ToolDB, *, " + ", ".join(parts) if parts else "db: ToolDB"
+
+
+def _value_expr(value: Any, row_var: str = "row", id_var: str | None = None) -> str:
+    if isinstance(value, str):
+        if value == "$today":
+            return "db.today"
+        if value == "$actor":
+            return "db.actor"
+        if value == "$id" and id_var:
+            return id_var
+        if value.startswith("$"):
+            return value[1:]
+        if value.startswith("row."):
+            return f"{row_var}[{value[4:]!r}]"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return repr(value)
+
+
+def _docstring(tool: ToolSpec) -> list[str]:
+    lines = ['    """' + tool.description]
+    if tool.params:
+        lines.append("")
+        lines.append("    Args:")
+        for p in tool.params:
+            lines.append(f"        {p.name}: {p.description or p.name}")
+    lines.append('    """')
+    return lines
+
+
+def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
+    t = spec.table(tool.table)
+    head = [
+        f"@tool(read_only={tool.read_only}, destructive={tool.destructive}, idempotent={tool.idempotent}, "
+        f"provenance={tool.provenance!r})",
+        f"def {tool.name}({_signature(tool)}) -> dict[str, Any]:",
+        *_docstring(tool),
+    ]
+    body: list[str] = []
+    key = slug(t.singular)
+    if tool.kind == "search":
+        filters = []
+        for p in tool.params:
+            if p.name in ("limit", "offset"):
+                continue
+            if p.name.endswith("_from") and p.type == "date" and p.name[:-5] in t.search:
+                filters.append(f"({p.name[:-5]!r}, '>=', {p.name})")
+            elif p.name.endswith("_to") and p.type == "date" and p.name[:-3] in t.search:
+                filters.append(f"({p.name[:-3]!r}, '<=', {p.name})")
+            else:
+                op = "contains" if p.type == "text" and not p.enum else "="
+                filters.append(f"({p.name!r}, {op!r}, {p.name})")
+        body.append(f"    filters = [{', '.join(filters)}]")
+        body.append("    return db.search(" + repr(t.name) + ", filters, limit=limit or "
+                    f"{SEARCH_LIMIT_DEFAULT}, offset=offset or 0)")
+    elif tool.kind == "get":
+        body.append(f"    return {{{key!r}: db.get({t.name!r}, {id_param(t)}, {t.singular!r})}}")
+    elif tool.kind == "create":
+        for p in tool.params:
+            if p.ref:
+                guard = f"    db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})"
+                body.append(guard if p.required else f"    if {p.name} is not None:\n    " + guard)
+        values = [f"{p.name!r}: {_coerce(p)}" for p in tool.params]
+        values += [f"{k!r}: {_value_expr(v)}" for k, v in t.create_defaults.items()]
+        body.append(f"    new_id = db.insert({t.name!r}, {{{', '.join(values)}}})")
+        if audit:
+            body.append(f"    db.audit({tool.name!r}, {t.name!r}, new_id)")
+        body.append(f"    return {{{key!r}: db.get({t.name!r}, new_id, {t.singular!r})}}")
+    elif tool.kind == "update":
+        idp = id_param(t)
+        fields = [p for p in tool.params if p.name != idp]
+        body.append(f"    db.get({t.name!r}, {idp}, {t.singular!r})")
+        body.append("    changes = {k: v for k, v in {" + ", ".join(f"{p.name!r}: {_coerce(p)}" for p in fields)
+                    + "}.items() if v is not None}")
+        names = ", ".join(p.name for p in fields)
+        body.append("    if not changes:")
+        body.append(f"        raise ToolError('nothing to change: give at least one of {names}')")
+        for p in fields:
+            if p.ref:
+                body.append(f"    if {p.name} is not None:")
+                body.append(f"        db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})")
+        body.append(f"    db.update({t.name!r}, {idp}, changes)")
+        if audit:
+            body.append(f"    db.audit({tool.name!r}, {t.name!r}, {idp})")
+        body.append(f"    return {{{key!r}: db.get({t.name!r}, {idp}, {t.singular!r})}}")
+    else:
+        body += _render_transition(spec, t, tool, audit)
+    return head + body
+
+
+def _coerce(p: ParamSpec) -> str:
+    if p.type == "money":
+        return f"round({p.name}, 2)" if p.required else f"(round({p.name}, 2) if {p.name} is not None else None)"
+    if p.type == "boolean":
+        return f"int({p.name})" if p.required else f"(int({p.name}) if {p.name} is not None else None)"
+    return p.name
+
+
+def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool) -> list[str]:
+    assert t.workflow is not None
+    tr = next(x for x in t.workflow.transitions if x.name == tool.transition)
+    idp = id_param(t)
+    label = f"row[{t.label!r}]" if t.label else f"{idp}"
+    body = [f"    row = db.get({t.name!r}, {idp}, {t.singular!r})"]
+    for p in tr.params:
+        if p.type == "money":
+            body.append(f"    {p.name} = round({p.name}, 2)")
+    body.append(f"    db.require_state(row, {t.workflow.column!r}, {tr.from_!r}, {t.singular + ' '!r} + str({label}))")
+    for g in tr.guards:
+        kind, name = g.field.split(".", 1)
+        left = f"row[{name!r}]" if kind == "row" else name
+        right = f"db.rule({g.rule!r})" if g.rule else _value_expr(g.value)
+        body.append(f"    db.guard({left}, {g.op!r}, {right}, {g.message!r})")
+    sets = {t.workflow.column: repr(tr.to)}
+    sets.update({k: _value_expr(v) for k, v in tr.set.items()})
+    body.append(f"    db.update({t.name!r}, {idp}, {{{', '.join(f'{k!r}: {v}' for k, v in sets.items())}}})")
+    created = []
+    for i, e in enumerate(tr.effects):
+        if not spec.has_table(e.create):
+            raise TemplateError(f"transition '{tr.name}': effect creates into unknown table '{e.create}'")
+        values = ", ".join(f"{k!r}: {_value_expr(v, id_var=idp)}" for k, v in e.values.items())
+        body.append(f"    created_{i} = db.insert({e.create!r}, {{{values}}})")
+        if audit:
+            body.append(f"    db.audit({tool.name!r}, {e.create!r}, created_{i})")
+        created.append((e.create, f"created_{i}"))
+    if audit:
+        body.append(f"    db.audit({tool.name!r}, {t.name!r}, {idp})")
+    out = [f"{slug(t.singular)!r}: db.get({t.name!r}, {idp}, {t.singular!r})"]
+    out += [f"{'created_' + slug(spec.table(tbl).singular)!r}: db.get({tbl!r}, {var}, "
+            f"{spec.table(tbl).singular!r})" for tbl, var in created]
+    body.append(f"    return {{{', '.join(out)}}}")
+    return body
+
+
+def tools_source(spec: WorldSpec, tools: list[ToolSpec]) -> str:
+    """The generated tools.py: plain functions over ToolDB, one per tool."""
+    audit = spec.has_table("audit_log")
+    lines = [
+        f'"""Tools of world {spec.brief.world_id} ({spec.brief.company_name}).',
+        "",
+        f"Generated by WorldFactory {GENERATOR_VERSION} from the world's spec; do not edit by hand.",
+        "Every function takes the episode's ToolDB first; the runtime owns transactions.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from typing import Any, Literal",
+        "",
+        "from worldfactory.runtime.toolkit import ToolDB, ToolError, tool",
+        "",
+        "__all__ = [" + ", ".join(repr(t.name) for t in tools) + "]",
+        "",
+        "# Literal and ToolError are used by some worlds' tools and not others.",
+        "_ = (Literal, ToolError)",
+    ]
+    for t in tools:
+        lines += ["", ""] + _render(spec, t, audit)
+    return "\n".join(lines) + "\n"
+
+
+def tools_json(tools: list[ToolSpec]) -> str:
+    return json.dumps(manifest(tools), indent=1, sort_keys=True) + "\n"

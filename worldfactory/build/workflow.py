@@ -1,0 +1,73 @@
+"""Workflow helpers shared by tool probes and task generation: guards, task values, phrasing."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from worldfactory.runtime.toolkit import COMPARE
+from worldfactory.spec import Guard, Param, TableDef, Transition
+
+FREE_TEXT_CHOICES = [
+    "Documentation does not support the request",
+    "Duplicate of an earlier record",
+    "Customer withdrew the request",
+    "Outside the scope of the agreement",
+    "Resolved after review with the team",
+    "Counterparty did not respond in time",
+]
+
+
+def slug(text: str) -> str:
+    return text.lower().replace(" ", "_").replace("-", "_")
+
+
+def id_param(table: TableDef) -> str:
+    return f"{slug(table.singular)}_id"
+
+
+def task_value(param: Param, row: dict[str, Any], rng: random.Random) -> Any:
+    """The value a task passes for a transition parameter."""
+    source = param.task_value or "choice"
+    if source.startswith("row."):
+        value = row[source[4:]]
+        return round(float(value), 2) if param.type in ("money", "number") else value
+    if param.enum:
+        return rng.choice(param.enum)
+    if param.free_text or param.type == "text":
+        return rng.choice(FREE_TEXT_CHOICES)
+    raise ValueError(f"parameter '{param.name}' needs a task_value")
+
+
+def _side(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> tuple[Any, Any]:
+    kind, name = guard.field.split(".", 1)
+    left = row[name] if kind == "row" else args.get(name)
+    if guard.rule is not None:
+        right: Any = rules[guard.rule]
+    elif isinstance(guard.value, str) and guard.value.startswith("row."):
+        right = row[guard.value[4:]]
+    else:
+        right = guard.value
+    return left, right
+
+
+def guard_holds(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> bool:
+    left, right = _side(guard, row, args, rules)
+    return left is not None and right is not None and COMPARE[guard.op](left, right)
+
+
+def guards_hold(t: Transition, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> bool:
+    return all(guard_holds(g, row, args, rules) for g in t.guards)
+
+
+def say_value(param: Param, value: Any) -> str:
+    if param.type == "money":
+        return f"${float(value):,.2f}"
+    if param.enum:
+        return str(value).replace("_", " ").upper() if len(str(value)) <= 4 else str(value).replace("_", " ")
+    return str(value)
+
+
+def render_verb(t: Transition, obj: str, args: dict[str, Any]) -> str:
+    values = {p.name: say_value(p, args[p.name]) for p in t.params if p.name in args}
+    return t.verb.format(obj=obj, **values)

@@ -1,0 +1,118 @@
+"""World.open(path): load a bundle once; world.episode(task_id) gives a fresh episode.
+
+A World is built from the bundle's files (or the same files in memory while a build runs), so
+the build stages and the served world share one runtime.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import types
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from worldfactory.runtime.diff import TableNorm
+from worldfactory.spec import Task, WorldSpec
+
+BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json")
+
+
+class WorldError(ValueError):
+    """A bundle is missing, incomplete or not a world."""
+
+
+def load_tools_module(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__file__ = f"<{name}/tools.py>"
+    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    return module
+
+
+def normalization(spec: WorldSpec, seed_image: bytes) -> dict[str, TableNorm]:
+    """What a verifier may normalise, per table: surrogate references and free text."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(seed_image)
+        out = {}
+        for t in spec.tables:
+            max_id = conn.execute(f"SELECT coalesce(max(id), 0) FROM {t.name}").fetchone()[0]
+            out[t.name] = TableNorm(
+                columns=[c.name for c in t.columns],
+                refs={c.name: c.ref for c in t.columns if c.ref},
+                poly={c.name: c.poly_ref for c in t.columns if c.poly_ref},
+                free_text=[c.name for c in t.columns if c.free_text],
+                seed_max_id=max_id,
+            )
+        return out
+    finally:
+        conn.close()
+
+
+class World:
+    """A loaded world: seed image, tool functions and schemas, tasks and verifiers."""
+
+    def __init__(self, files: dict[str, bytes], path: Path | None = None) -> None:
+        missing = [f for f in BUNDLE_FILES if f not in files]
+        if missing:
+            where = str(path) if path else "world"
+            raise WorldError(f"{where}: not a complete world bundle; missing {', '.join(missing)}")
+        self.path = path
+        self.files = files
+        self.spec = WorldSpec.model_validate_json(files["spec.json"])
+        self.brief = self.spec.brief
+        self.world_id = self.brief.world_id
+        self.clock = self.brief.clock
+        self.seed_image = files["seed.db"]
+        self.tool_manifest: list[dict[str, Any]] = json.loads(files["tools.json"])
+        self.tools_by_name = {t["name"]: t for t in self.tool_manifest}
+        module_name = "wf_tools_" + hashlib.sha256(files["tools.py"]).hexdigest()[:12]
+        self.module = load_tools_module(files["tools.py"].decode(), module_name)
+        self.functions: dict[str, Callable[..., Any]] = {}
+        for name in self.tools_by_name:
+            fn = getattr(self.module, name, None)
+            if fn is None or not hasattr(fn, "__wf_tool__"):
+                raise WorldError(f"tools.py has no tool function '{name}' listed in tools.json")
+            self.functions[name] = fn
+        self.validators = {n: Draft202012Validator(t["input_schema"]) for n, t in self.tools_by_name.items()}
+        self.norm = normalization(self.spec, self.seed_image)
+        self.tasks: dict[str, Task] = {}
+        if "tasks.jsonl" in files:
+            for line in files["tasks.jsonl"].decode().splitlines():
+                if line.strip():
+                    task = Task.model_validate_json(line)
+                    self.tasks[task.task_id] = task
+        self.verifiers: dict[str, Any] = json.loads(files["verifiers.json"]) if "verifiers.json" in files else {}
+        self.manifest: dict[str, Any] = json.loads(files["world.json"]) if "world.json" in files else {}
+
+    @classmethod
+    def open(cls, path: str | Path) -> World:
+        root = Path(path)
+        if not (root / "world.json").is_file():
+            raise WorldError(f"{root}: no world.json here; build the world first (`worldfactory build WORLD_ID`)")
+        files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+        return cls(files, root)
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Identifies this exact world version (seed, tools, tasks): traces record it."""
+        digest = hashlib.sha256()
+        for name in ("seed.db", "tools.py", "tools.json", "tasks.jsonl"):
+            digest.update(name.encode() + b"\0" + self.files.get(name, b"") + b"\0")
+        return digest.hexdigest()
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise WorldError(f"world {self.world_id} has no task '{task_id}' (see `worldfactory show`)") from None
+
+    def episode(self, task_id: str | None = None):  # -> Episode (import cycle kept local)
+        from worldfactory.runtime.episode import Episode
+
+        return Episode(self, self.task(task_id) if task_id else None)
