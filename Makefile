@@ -1,0 +1,28 @@
+# The first two commands on a fresh machine: `make demo`, then `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+demo: $(STAMP)  ## build and verify the three example worlds into data/worlds/
+	$(BIN)/worldfactory build --examples
+
+test: $(STAMP)  ## the whole test suite
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check worldfactory tests bench
+
+bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
+	$(BIN)/python bench/runtime_bench.py
+
+clean:
+	rm -rf data/worlds .pytest_cache

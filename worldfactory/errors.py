@@ -1,0 +1,15 @@
+"""The errors a user can cause (bad ID, bad template, missing world): the CLI prints them plainly."""
+
+from __future__ import annotations
+
+from worldfactory.build.data import SeedDataError
+from worldfactory.build.schema import SchemaError
+from worldfactory.build.verifiers import VerifierError
+from worldfactory.runtime.world import WorldError
+from worldfactory.sandbox import SandboxError
+from worldfactory.seeds import SeedError
+from worldfactory.templates import TemplateError
+
+USER_ERRORS: tuple[type[Exception], ...] = (
+    TemplateError, SeedError, WorldError, SchemaError, SeedDataError, SandboxError, VerifierError,
+)

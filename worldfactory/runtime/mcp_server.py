@@ -1,0 +1,77 @@
+"""The agent-facing MCP server: the world's tools and nothing else.
+
+Each tool is registered on an MCPServer with the generated function's own signature (so the
+published schema matches the code) and routed through Episode.call, so a call over MCP runs the
+same validation, SAVEPOINT and error path as a call in process. Reset and verify are never tools.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from worldfactory import GENERATOR_VERSION
+from worldfactory.runtime.episode import Episode
+from worldfactory.runtime.world import World
+
+
+def _route(episode: Episode, name: str, fn: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+    sig = inspect.signature(fn, eval_str=True)
+    params = list(sig.parameters.values())[1:]  # drop the ToolDB handle
+
+    def call(**kwargs: Any) -> dict[str, Any]:
+        args = {k: v for k, v in kwargs.items() if v is not None}
+        result = episode.call(name, args)
+        if not result.ok:
+            raise ToolError(result.error or "tool failed")
+        return result.result or {}
+
+    call.__name__ = name
+    call.__doc__ = fn.__doc__
+    call.__signature__ = sig.replace(parameters=params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
+    return call
+
+
+def build_server(world: World, episode: Episode | None = None) -> MCPServer:
+    """An MCPServer over one episode (a fresh seed copy unless one is given)."""
+    ep = episode or world.episode()
+    server = MCPServer(
+        name=f"worldfactory-{world.world_id}",
+        title=f"{world.brief.company_name} ({world.world_id})",
+        instructions=(f"You are operating the internal software of {world.brief.company_name}, a fictional "
+                      f"{world.brief.company_type} company. Today is {world.clock}. Use the tools to look records "
+                      f"up before acting on them."),
+        version=GENERATOR_VERSION,
+        log_level="WARNING",
+    )
+    for entry in world.tool_manifest:
+        name = entry["name"]
+        ann = entry["annotations"]
+        server.add_tool(
+            _route(ep, name, world.functions[name]),
+            name=name,
+            description=entry["description"],
+            annotations=ToolAnnotations(read_only_hint=ann["read_only_hint"], destructive_hint=ann["destructive_hint"],
+                                        idempotent_hint=ann["idempotent_hint"]),
+            meta={"provenance": entry["provenance"]},
+        )
+    return server
+
+
+def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve a stateful sandbox of the world over stdio or streamable HTTP (loopback by default)."""
+    server = build_server(world)
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    if transport != "http":
+        raise ValueError(f"unknown transport '{transport}'; use stdio or http")
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
