@@ -40,7 +40,11 @@ class ColumnDef(Strict):
 
     @property
     def human(self) -> str:
-        return self.label or self.name.replace("_", " ")
+        """How a person says the column's name: 'adjuster' for adjuster_id, never an id."""
+        if self.label:
+            return self.label
+        name = self.name[:-3] if self.name.endswith("_id") else self.name
+        return name.replace("_", " ")
 
 
 class PerParent(Strict):

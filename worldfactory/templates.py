@@ -96,7 +96,7 @@ def _load_dir(folder: Path, model: type[M]) -> dict[str, M]:
     out: dict[str, M] = {}
     for path in sorted(folder.glob("*.yaml")):
         item = load_model(path, model)
-        name = getattr(item, "name")
+        name = item.name  # type: ignore[attr-defined]
         if name != path.stem:
             raise TemplateError(f"{path}: field 'name': '{name}' must match the file name '{path.stem}'")
         out[name] = item

@@ -71,7 +71,8 @@ class TaskBuilder:
     def address(self, table: TableDef, row: dict[str, Any]) -> Address | None:
         if table.label and table.column(table.label).unique and table.label in table.search:
             value = row[table.label]
-            return Address(f"{table.singular} {value}", [ToolCall(tool=f"search_{table.name}", args={table.label: value})])
+            search = ToolCall(tool=f"search_{table.name}", args={table.label: value})
+            return Address(f"{table.singular} {value}", [search])
         wf = table.workflow
         if not wf or wf.column not in table.search:
             return None

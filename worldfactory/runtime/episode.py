@@ -51,7 +51,7 @@ class Verdict(BaseModel):
     mismatches: list[Mismatch] = Field(default_factory=list)
 
 
-def _schema_message(tool: str, errors: list[Any]) -> str:
+def schema_message(tool: str, errors: list[Any]) -> str:
     parts = []
     for e in errors:
         where = ".".join(str(p) for p in e.absolute_path)
@@ -101,7 +101,7 @@ class Episode:
             return CallResult(ok=False, error=f"invalid arguments for {tool}: expected a JSON object")
         errors = sorted(self.world.validators[tool].iter_errors(args), key=lambda e: list(e.absolute_path))
         if errors:
-            return CallResult(ok=False, error=_schema_message(tool, errors))
+            return CallResult(ok=False, error=schema_message(tool, errors))
         with self._lock:
             self.conn.execute("SAVEPOINT tool_call")
             try:

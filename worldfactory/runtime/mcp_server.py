@@ -16,7 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.runtime.episode import Episode
+from worldfactory.runtime.episode import Episode, schema_message
 from worldfactory.runtime.world import World
 
 
@@ -37,10 +37,31 @@ def _route(episode: Episode, name: str, fn: Callable[..., Any]) -> Callable[...,
     return call
 
 
+class WorldServer(MCPServer):
+    """MCPServer that checks raw arguments against the world's JSON schema first.
+
+    The SDK's own argument model ignores unknown keys; an agent that misspells an argument must
+    hear about it instead, with the same message an in-process call gives.
+    """
+
+    def __init__(self, world: World, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._world = world
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        validator = self._world.validators.get(name)
+        if validator is not None:
+            errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+            if errors:
+                raise ToolError(schema_message(name, errors))
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(world: World, episode: Episode | None = None) -> MCPServer:
     """An MCPServer over one episode (a fresh seed copy unless one is given)."""
     ep = episode or world.episode()
-    server = MCPServer(
+    server = WorldServer(
+        world,
         name=f"worldfactory-{world.world_id}",
         title=f"{world.brief.company_name} ({world.world_id})",
         instructions=(f"You are operating the internal software of {world.brief.company_name}, a fictional "

@@ -1,0 +1,34 @@
+"""Shared fixtures: the three example worlds, built once per test session into a temp folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from worldfactory.build.pipeline import build_world
+from worldfactory.runtime.world import World
+from worldfactory.templates import load_templates
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = load_templates().catalog.examples
+PYTHON = sys.executable
+
+
+@pytest.fixture(scope="session")
+def worlds_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("worlds")
+    for wid in EXAMPLES:
+        build_world(wid, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def worlds(worlds_dir: Path) -> dict[str, World]:
+    return {wid: World.open(worlds_dir / wid) for wid in EXAMPLES}
+
+
+@pytest.fixture(params=EXAMPLES)
+def world(request: pytest.FixtureRequest, worlds: dict[str, World]) -> World:
+    return worlds[request.param]

@@ -1,0 +1,78 @@
+"""Engine guarantees: determinism across processes, clear template errors, no half-written worlds."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT
+from worldfactory.build.data import SeedDataError
+from worldfactory.build.pipeline import build_world
+from worldfactory.templates import TemplateError, load_templates
+
+WORLD = "insurance-claims.startup--v002"
+
+
+def _hashes(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def test_same_world_in_two_processes_is_byte_identical(tmp_path: Path) -> None:
+    outs = []
+    for name in ("a", "b"):
+        out = tmp_path / name
+        r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", WORLD, "--out", str(out)],
+                           capture_output=True, text=True, timeout=300,
+                           env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "1" if name == "a" else "2"})
+        assert r.returncode == 0, r.stderr
+        outs.append(_hashes(out / WORLD))
+    assert outs[0] == outs[1]
+    assert {"seed.db", "tools.py", "tools.json", "tasks.jsonl", "verifiers.json", "world.json"} <= set(outs[0])
+
+
+def test_variants_differ(tmp_path: Path) -> None:
+    ts = load_templates()
+    a = build_world("litigation-firm.startup--v001", tmp_path, ts)
+    b = build_world("litigation-firm.startup--v002", tmp_path, ts)
+    ha, hb = _hashes(Path(a.path)), _hashes(Path(b.path))
+    assert ha["seed.db"] != hb["seed.db"] and ha["tasks.jsonl"] != hb["tasks.jsonl"]
+
+
+def _copy_templates(tmp_path: Path) -> Path:
+    dest = tmp_path / "templates"
+    shutil.copytree(ROOT / "world_templates", dest)
+    return dest
+
+
+def test_bad_template_names_file_and_field(tmp_path: Path) -> None:
+    root = _copy_templates(tmp_path)
+    path = root / "domains" / "insurance-claims.yaml"
+    path.write_text(path.read_text().replace("{name: fraud_score, type: number,", "{name: fraud_score, type: decimal,"))
+    with pytest.raises(TemplateError) as err:
+        load_templates(root)
+    text = str(err.value)
+    assert str(path) in text and "tables[2:claims].columns[7:fraud_score].type" in text
+
+
+def test_unknown_key_is_rejected(tmp_path: Path) -> None:
+    root = _copy_templates(tmp_path)
+    path = root / "company_types" / "startup.yaml"
+    path.write_text(path.read_text() + "colour: blue\n")
+    with pytest.raises(TemplateError, match=r"startup.yaml: field 'colour'"):
+        load_templates(root)
+
+
+def test_failed_build_leaves_nothing_half_written(tmp_path: Path) -> None:
+    root = _copy_templates(tmp_path)
+    path = root / "domains" / "insurance-claims.yaml"
+    path.write_text(path.read_text().replace(
+        'sql: "SELECT count(*) FROM claims WHERE filed_on < incident_date"',
+        'sql: "SELECT count(*) FROM claims WHERE filed_on >= incident_date"'))
+    out = tmp_path / "out"
+    with pytest.raises(SeedDataError, match="claims are filed after the incident"):
+        build_world(WORLD, out, load_templates(root))
+    assert list(out.iterdir()) == []

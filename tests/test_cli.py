@@ -1,0 +1,60 @@
+"""The CLI as a user runs it: a real subprocess per command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.conftest import PYTHON
+
+WORLD = "commerce-operations.startup--v001"
+
+
+def wf(*args: str, data: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if data is not None:
+        env["WORLDFACTORY_DATA"] = str(data)
+    return subprocess.run([PYTHON, "-m", "worldfactory.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_seeds() -> None:
+    r = wf("seeds", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert "insurance-claims.regional" in out["seed_types"] and len(out["seed_types"]) == 12
+    assert "litigation-firm" in wf("seeds").stdout
+
+
+def test_build_show_run(tmp_path: Path) -> None:
+    r = wf("build", WORLD, data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert WORLD in r.stdout and "up to date" not in r.stdout
+    assert (tmp_path / "worlds" / WORLD / "world.json").is_file()
+    again = wf("build", WORLD, "--json", data=tmp_path)
+    assert again.returncode == 0 and json.loads(again.stdout)[0]["skipped"] is True
+
+    show = wf("show", WORLD, "--json", data=tmp_path)
+    manifest = json.loads(show.stdout)
+    assert manifest["world_id"] == WORLD and manifest["counts"]["tools"] >= 37
+    assert "task families" in wf("show", WORLD, data=tmp_path).stdout
+
+    task_id = "bulk-001"
+    ok = json.loads(wf("run", WORLD, task_id, "--policy", "oracle", "--json", data=tmp_path).stdout)
+    assert ok["passed"] is True and ok["reward"] == 1 and ok["steps"] >= 3 and ok["mismatches"] == []
+    bad = json.loads(wf("run", str(tmp_path / "worlds" / WORLD), task_id, "--policy", "null", "--json").stdout)
+    assert bad["passed"] is False and bad["reward"] == 0 and bad["steps"] == 0 and bad["mismatches"]
+    text = wf("run", WORLD, task_id, data=tmp_path).stdout
+    assert "PASSED" in text
+
+
+def test_errors_are_clear(tmp_path: Path) -> None:
+    r = wf("build", "insurance-claims.megacorp--v001", data=tmp_path)
+    assert r.returncode == 2 and "unknown company type 'megacorp'" in r.stderr
+    r = wf("show", "no-such-world", data=tmp_path)
+    assert r.returncode == 2 and "worldfactory build" in r.stderr
+    r = wf("build", "garbage", data=tmp_path)
+    assert r.returncode == 2 and "not a world ID" in r.stderr
+    assert not (tmp_path / "worlds").exists() or not any((tmp_path / "worlds").iterdir())

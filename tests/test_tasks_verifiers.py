@@ -1,0 +1,70 @@
+"""Every task of the example worlds: the oracle passes and doing nothing fails; the grader is strict."""
+
+from __future__ import annotations
+
+from worldfactory.policies.base import run_policy
+from worldfactory.runtime.answers import answers_match, normalize_answer
+from worldfactory.runtime.world import World
+
+
+def test_every_oracle_passes_and_null_fails(world: World) -> None:
+    assert len(world.tasks) >= 50
+    for task_id in world.tasks:
+        oracle = run_policy(world, task_id, "oracle")
+        assert oracle.verdict.passed, (task_id, oracle.verdict.mismatches[:3])
+        assert oracle.verdict.reward == 1.0
+        null = run_policy(world, task_id, "null")
+        assert not null.verdict.passed, task_id
+        assert null.verdict.reward == 0.0 and null.verdict.mismatches
+
+
+def test_families_present(world: World) -> None:
+    families = {t.family for t in world.tasks.values()}
+    assert {"lookup_act", "conditional", "bulk", "retrieval"} <= families
+
+
+def test_collateral_damage_fails(world: World) -> None:
+    """The oracle plus one extra write elsewhere must fail: every table is compared."""
+    task = next(t for t in world.tasks.values() if t.family == "lookup_act")
+    extra = next(e for e in world.tool_manifest
+                 if e["kind"] == "transition" and e["examples"]["valid"] and e["name"] != task.oracle[-1].tool)
+    with world.episode(task.task_id) as ep:
+        for call in task.oracle:
+            assert ep.call(call.tool, call.args).ok
+        assert ep.verify(task.answer).passed
+        assert ep.call(extra["name"], extra["examples"]["valid"]).ok
+        verdict = ep.verify(task.answer)
+    assert not verdict.passed
+    assert any(m.table == extra["table"] for m in verdict.mismatches)
+
+
+def test_wrong_record_fails(world: World) -> None:
+    task = next(t for t in world.tasks.values() if t.family == "lookup_act" and t.oracle[-1].tool.startswith("update_"))
+    with world.episode(task.task_id) as ep:
+        for call in task.oracle[:-1]:
+            ep.call(call.tool, call.args)
+        last = task.oracle[-1]
+        id_key = next(k for k in last.args if k.endswith("_id"))
+        other = {**last.args, id_key: last.args[id_key] + 1}
+        ep.call(last.tool, other)
+        assert not ep.verify(task.answer).passed
+
+
+def test_wrong_answer_fails(world: World) -> None:
+    task = next(t for t in world.tasks.values() if t.answer is not None)
+    with world.episode(task.task_id) as ep:
+        for call in task.oracle:
+            ep.call(call.tool, call.args)
+        assert ep.verify(task.answer).passed
+        bad = ep.verify("definitely not the answer")
+    assert not bad.passed and bad.answer_ok is False
+
+
+def test_answer_normalisation() -> None:
+    assert answers_match(12, "12", "int")
+    assert answers_match(1234.5, "$1,234.50", "number")
+    assert not answers_match(1234.5, "1234.51", "number")
+    assert answers_match("water damage", "Water_Damage ", "text")
+    assert answers_match(["B-2", "a-1"], "A-1, b-2", "list")
+    assert normalize_answer("twelve", "int") is None
+    assert not answers_match(3, None, "int")
