@@ -113,8 +113,8 @@ def check_tools_in_sandbox(folder: Path) -> dict[str, Any]:
     static_check((folder / "tools.py").read_text())
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     proc = subprocess.run(
-        [sys.executable, "-I", "-B", "-m", "worldfactory.sandbox", str(folder)],
-        capture_output=True, text=True, timeout=TIMEOUT_S, env=env, preexec_fn=_limits, cwd=str(folder),
+        [sys.executable, "-I", "-B", "-m", "worldfactory.sandbox", str(folder.resolve())],
+        capture_output=True, text=True, timeout=TIMEOUT_S, env=env, preexec_fn=_limits, cwd=str(folder.resolve()),
     )
     if proc.returncode != 0:
         raise SandboxError(f"sandbox child exited with {proc.returncode}: {proc.stderr.strip()[-2000:]}")
