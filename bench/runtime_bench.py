@@ -23,6 +23,18 @@ def p50(samples: list[float]) -> float:
     return statistics.median(samples)
 
 
+async def mcp_latencies(world: World, name: str, args: dict) -> list[float]:
+    """Sequential calls over the in-memory MCP client, after 100 warm-up calls."""
+    out: list[float] = []
+    async with Client(build_server(world)) as client:
+        for i in range(600):
+            t0 = time.perf_counter()
+            await client.call_tool(name, args)
+            if i >= 100:
+                out.append(time.perf_counter() - t0)
+    return out
+
+
 def main() -> None:
     ts = load_templates()
     out = Path(tempfile.mkdtemp(prefix="wf-bench-"))
@@ -43,18 +55,7 @@ def main() -> None:
                 t0 = time.perf_counter()
                 ep.call(read["name"], read["examples"]["valid"])
                 calls.append(time.perf_counter() - t0)
-        server = build_server(world)
-        mcp_calls: list[float] = []
-
-        async def over_mcp(name: str = read["name"], args: dict = read["examples"]["valid"]) -> None:
-            async with Client(server) as client:
-                for i in range(600):
-                    t0 = time.perf_counter()
-                    await client.call_tool(name, args)
-                    if i >= 100:
-                        mcp_calls.append(time.perf_counter() - t0)
-
-        anyio.run(over_mcp)
+        mcp_calls = anyio.run(mcp_latencies, world, read["name"], read["examples"]["valid"])
         short = next(t for t in world.tasks.values() if t.family == "lookup_act")
         verifies = []
         for _ in range(200):
