@@ -18,6 +18,11 @@ from worldfactory.build.bundle import STAGES
 ERR = Console(stderr=True)
 
 
+def out_console() -> Console:
+    """Tables read badly at 80 columns: use 120 when the output is not a terminal."""
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
 def data_root() -> Path:
     return Path(os.environ.get("WORLDFACTORY_DATA", "data"))
 
@@ -51,7 +56,7 @@ def cmd_seeds(args: argparse.Namespace) -> int:
     for s in seed_types(ts):
         d, c = s.split(".")
         table.add_row(s, ts.domains[d].title, ts.company_types[c].title, f"{s}--v001")
-    Console().print(table)
+    out_console().print(table)
     return 0
 
 
@@ -94,14 +99,16 @@ def _print_results(results: list[Any], as_json: bool) -> None:
         return
     table = Table(title="worlds")
     table.add_column("world", no_wrap=True)
-    for col in ("tables", "rows", "tools", "tasks", "verified (oracle, null)", "build"):
-        table.add_column(col)
+    for col in ("tables", "rows", "tools", "tasks", "oracle", "null", "build"):
+        table.add_column(col, no_wrap=True)
     for r in results:
         v = r.verification
-        verified = f"{v['oracle_pass']}/{v['tasks']}, {v['null_pass']}/{v['tasks']}"
         table.add_row(r.world_id, str(r.counts["tables"]), str(r.counts["rows"]), str(r.counts["tools"]),
-                      str(r.counts["tasks"]), verified, "up to date" if r.skipped else f"{r.seconds:.1f}s")
-    Console().print(table)
+                      str(r.counts["tasks"]), f"{v['oracle_pass']}/{v['tasks']}", f"{v['null_pass']}/{v['tasks']}",
+                      "cached" if r.skipped else f"{r.seconds:.1f}s")
+    out_console().print(table)
+    out_console().print("oracle: tasks whose oracle plan passes its verifier; null: tasks that doing nothing passes "
+                    "(must be 0). cached: already up to date.")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -110,7 +117,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(manifest, indent=1, sort_keys=True))
         return 0
-    console = Console()
+    console = out_console()
     console.print(f"[bold]{manifest['world_id']}[/bold]  {manifest['company_name']}  (clock {manifest['clock']})")
     console.print(f"bundle: {path}")
     console.print(", ".join(f"{k}: {v}" for k, v in manifest["counts"].items()))
@@ -138,7 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                "trace": [s.model_dump() for s in result.trace]}
         print(json.dumps(out, indent=1, default=str))
         return 0
-    console = Console()
+    console = out_console()
     console.print(f"[bold]{args.task_id}[/bold]: {world.task(args.task_id).instruction}")
     for s in result.trace:
         mark = "[green]ok[/green]" if s.ok else f"[red]error[/red] {s.error}"
