@@ -234,6 +234,13 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
         conn.close()
 
 
+def fetch_dicts(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+    """Rows as dicts keyed by column name (build stages read the seed this way)."""
+    cur = conn.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
 def open_image(image: bytes) -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     conn.deserialize(image)

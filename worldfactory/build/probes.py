@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from worldfactory.build.data import fetch_dicts as _rows
 from worldfactory.build.data import open_image
 from worldfactory.build.tools import ParamSpec, ToolSpec
 from worldfactory.build.workflow import guard_holds, guards_hold, id_param, task_value
@@ -17,11 +18,6 @@ from worldfactory.spec import WorldSpec
 
 MISSING_ID = 999999
 
-
-def _rows(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _clamp(value: float, p: ParamSpec) -> float:

@@ -11,11 +11,11 @@ Instructions name records by their human label (names, numbers), never internal 
 from __future__ import annotations
 
 import random
-import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from worldfactory.build.data import fetch_dicts as _rows
 from worldfactory.build.data import open_image
 from worldfactory.build.workflow import guards_hold, id_param, render_verb, slug, task_value
 from worldfactory.seeds import stage_rng
@@ -41,11 +41,6 @@ class Address:
     text: str
     lookup: list[ToolCall]
 
-
-def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _human(value: Any) -> str:
