@@ -20,11 +20,11 @@ from worldfactory.runtime.episode import Episode, schema_message
 from worldfactory.runtime.world import World
 
 
-def _route(episode: Episode, name: str, fn: Callable[..., Any]) -> Callable[..., dict[str, Any]]:
+def _route(episode: Episode, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(fn, eval_str=True)
     params = list(sig.parameters.values())[1:]  # drop the ToolDB handle
 
-    def call(**kwargs: Any) -> dict[str, Any]:
+    async def call(**kwargs: Any) -> dict[str, Any]:  # inline on the loop: a call is ~0.1 ms, no thread hop
         args = {k: v for k, v in kwargs.items() if v is not None}
         result = episode.call(name, args)
         if not result.ok:
