@@ -260,7 +260,8 @@ class TaskBuilder:
             if paddr is None:
                 continue
             assert table.workflow is not None
-            obj = f"every {_human(state)} {table.singular} of {paddr.text}"
+            link = "of" if col.human == parent_table.singular else f"whose {col.human} is"
+            obj = f"every {_human(state)} {table.singular} {link} {paddr.text}"
             verb = render_verb(tr, obj, args)
             search = ToolCall(tool=f"search_{table.name}",
                               args={col.name: pid, table.workflow.column: state, "limit": SEARCH_MAX})
