@@ -44,29 +44,39 @@ class _Gen:
             return parent[ref[len("parent.") :]]
         return row[ref]
 
-    def _template(self, text: str, n: int) -> str:
-        v, r = self.vocab, self.rng
+    def _named(self, name: str) -> str | None:
+        """Draw for a named generator; template placeholders use the same names."""
+        r, v = self.rng, self.vocab
+        if name == "person_name":
+            return f"{r.choice(v.first_names)} {r.choice(v.last_names)}"
+        if name in ("company_name", "company"):
+            return f"{r.choice(v.company_words)} {r.choice(v.company_suffixes)}"
+        if name == "first_name":
+            return r.choice(v.first_names)
+        if name == "last_name":
+            return r.choice(v.last_names)
+        if name == "city":
+            return r.choice(v.cities)
+        if name == "word":
+            return r.choice(v.words).capitalize()
+        if name == "phone":
+            return f"555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"
+        if name == "sentence":
+            return r.choice(v.sentences)
+        return None
 
+    def _template(self, text: str, n: int) -> str:
         def sub(m: re.Match[str]) -> str:
             key = m.group(1)
-            if key == "n":
-                return str(n)
-            if key == "word":
-                return r.choice(v.words).capitalize()
-            if key == "first_name":
-                return r.choice(v.first_names)
-            if key == "last_name":
-                return r.choice(v.last_names)
-            if key == "company":
-                return f"{r.choice(v.company_words)} {r.choice(v.company_suffixes)}"
-            if key == "city":
-                return r.choice(v.cities)
-            raise KeyError(f"template placeholder {{{key}}}")
+            out = str(n) if key == "n" else self._named(key)
+            if out is None:
+                raise KeyError(f"template placeholder {{{key}}}")
+            return out
 
         return re.sub(r"\{(\w+)\}", sub, text)
 
     def value(self, col: ColumnDef, row: dict[str, Any], parent: dict[str, Any] | None, n: int) -> Any:
-        r, v, g = self.rng, self.vocab, col.gen
+        r, g = self.rng, col.gen
         if g is None:
             if col.ref:
                 if col.nullable and r.random() < 0.4:
@@ -74,17 +84,10 @@ class _Gen:
                 return r.choice(self.ids[col.ref])
             raise KeyError("no generator")
         if isinstance(g, str):
-            if g == "person_name":
-                return f"{r.choice(v.first_names)} {r.choice(v.last_names)}"
-            if g == "company_name":
-                return f"{r.choice(v.company_words)} {r.choice(v.company_suffixes)}"
-            if g == "city":
-                return r.choice(v.cities)
-            if g == "phone":
-                return f"555-{r.randint(100, 999)}-{r.randint(1000, 9999)}"
-            if g == "sentence":
-                return r.choice(v.sentences)
-            raise KeyError(f"unknown generator '{g}'")
+            out = self._named(g)
+            if out is None:
+                raise KeyError(f"unknown generator '{g}'")
+            return out
         if not isinstance(g, dict) or len(g) < 1:
             raise KeyError(f"generator must be a name or a mapping, got {g!r}")
         kind = next(iter(g))
