@@ -19,7 +19,7 @@ test: $(STAMP)  ## the whole test suite
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check worldfactory tests bench
+	$(BIN)/ruff check worldfactory assets pipelines resources tests bench
 
 bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
 	$(BIN)/python bench/runtime_bench.py

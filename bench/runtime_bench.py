@@ -41,7 +41,7 @@ def main() -> None:
     rows = []
     for wid in ts.catalog.examples:
         result = build_world(wid, out, ts, force=True)
-        world = World.open(out / wid)
+        world = World.open(out / "worlds" / wid)
         resets = []
         for _ in range(300):
             t0 = time.perf_counter()

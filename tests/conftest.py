@@ -18,10 +18,10 @@ PYTHON = sys.executable
 
 @pytest.fixture(scope="session")
 def worlds_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("worlds")
+    root = tmp_path_factory.mktemp("data")
     for wid in EXAMPLES:
-        build_world(wid, out)
-    return out
+        build_world(wid, root)
+    return root / "worlds"
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PYTHON, ROOT
-from worldfactory.build.data import SeedDataError
-from worldfactory.build.pipeline import build_world
+from worldfactory.build.pipeline import StageFailed, build_world
 from worldfactory.templates import TemplateError, load_templates
 
 WORLD = "insurance-claims.startup--v002"
@@ -25,11 +24,11 @@ def test_same_world_in_two_processes_is_byte_identical(tmp_path: Path) -> None:
     outs = []
     for name in ("a", "b"):
         out = tmp_path / name
-        r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", WORLD, "--out", str(out)],
+        r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", WORLD, "--no-dagster", "--data", str(out)],
                            capture_output=True, text=True, timeout=300,
                            env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "1" if name == "a" else "2"})
         assert r.returncode == 0, r.stderr
-        outs.append(_hashes(out / WORLD))
+        outs.append(_hashes(out / "worlds" / WORLD))
     assert outs[0] == outs[1]
     assert {"seed.db", "tools.py", "tools.json", "tasks.jsonl", "verifiers.json", "world.json"} <= set(outs[0])
 
@@ -73,6 +72,8 @@ def test_failed_build_leaves_nothing_half_written(tmp_path: Path) -> None:
         'sql: "SELECT count(*) FROM claims WHERE filed_on < incident_date"',
         'sql: "SELECT count(*) FROM claims WHERE filed_on >= incident_date"'))
     out = tmp_path / "out"
-    with pytest.raises(SeedDataError, match="claims are filed after the incident"):
+    with pytest.raises(StageFailed, match="seed_integrity.*claims are filed after the incident"):
         build_world(WORLD, out, load_templates(root))
-    assert list(out.iterdir()) == []
+    assert not (out / "worlds").exists() or list((out / "worlds").iterdir()) == []
+    assert list((out / "build").iterdir()) == []
+    assert not (out / "catalog" / "worlds").exists()  # only the spend so far is recorded, under costs

@@ -1,4 +1,4 @@
-"""The `worldfactory` command: seeds, build, show, run, serve."""
+"""The `worldfactory` command: seeds, build, show, run, serve, query, delete, ui."""
 
 from __future__ import annotations
 
@@ -60,37 +60,84 @@ def cmd_seeds(args: argparse.Namespace) -> int:
     return 0
 
 
+def templates_root() -> str | None:
+    return os.environ.get("WORLDFACTORY_TEMPLATES") or None
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return Path(args.data) if getattr(args, "data", None) else data_root()
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from worldfactory.build.pipeline import build_world
+    from worldfactory.seeds import expand_world
     from worldfactory.templates import load_templates
 
-    ts = load_templates()
-    ids = list(args.world_ids) + (ts.catalog.examples if args.examples else [])
+    ts = load_templates(templates_root())
+    root = _root(args)
+    ids = list(dict.fromkeys(list(args.world_ids) + (ts.catalog.examples if args.examples else [])))
     if not ids:
         ERR.print("error: name at least one world ID, or pass --examples (see `worldfactory seeds`)")
         return 2
-    out = Path(args.out) if args.out else data_root() / "worlds"
-    from worldfactory.seeds import parse_world_id
-
     for wid in ids:
-        parse_world_id(wid, ts)  # fail fast, before any work starts
-    results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=ERR, transient=False) as progress:
+        expand_world(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=ERR, transient=False)
+    with progress:
         bar = progress.add_task("building", total=len(ids) * len(STAGES))
-        for wid in ids:
-            done = 0
+        finished = 0
 
-            def step(stage: str, wid: str = wid) -> None:
-                nonlocal done
-                progress.update(bar, description=f"{wid}: {stage}", advance=1 if done else 0)
-                done += 1
+        def on_stage(wid: str, stage: str) -> None:
+            progress.update(bar, completed=finished * len(STAGES) + STAGES.index(stage),
+                            description=f"{wid}: {stage}")
 
-            result = build_world(wid, out, ts, force=args.force, progress=step)
-            progress.update(bar, completed=(ids.index(wid) + 1) * len(STAGES), description=f"{wid}: done")
-            results.append(result)
+        def on_done(wid: str, ok: bool) -> None:
+            nonlocal finished
+            finished += 1
+            progress.update(bar, completed=finished * len(STAGES), description=f"{wid}: {'done' if ok else 'FAILED'}")
+
+        if args.no_dagster:
+            results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done)
+        else:
+            results, failures = _build_dagster(ids, root, args.force, on_stage, on_done)
     _print_results(results, args.json)
-    return 0
+    for wid, why in failures:
+        ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False)
+    if failures and not args.no_dagster:
+        ERR.print("Each failed run is in the Dagster UI with its checks and logs: `worldfactory ui`.")
+    return 1 if failures else 0
+
+
+def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: Any, on_done: Any) -> tuple[list, list]:
+    from worldfactory.build.pipeline import build_world
+    from worldfactory.build.stages import StageError
+
+    results, failures = [], []
+    for wid in ids:
+        try:
+            results.append(build_world(wid, root, ts, force=force, progress=lambda st, w=wid: on_stage(w, st)))
+            on_done(wid, True)
+        except StageError as exc:
+            failures.append((wid, str(exc)))
+            on_done(wid, False)
+    return results, failures
+
+
+def _build_dagster(ids: list[str], root: Path, force: bool, on_stage: Any, on_done: Any) -> tuple[list, list]:
+    from pipelines.runner import build_worlds
+    from resources.world_store import WorldStore
+    from worldfactory.build.pipeline import up_to_date_result
+
+    store = WorldStore(root=str(root.resolve()), templates_root=templates_root() or "")
+    outcomes = build_worlds(ids, store, force=force, on_stage=on_stage,
+                            on_done=lambda o: on_done(o.world_id, o.ok))
+    results, failures = [], []
+    for o in outcomes:
+        if o.ok:
+            r = up_to_date_result(o.world_id, root / "worlds" / o.world_id, 0.0)
+            results.append(r.model_copy(update={"skipped": o.skipped, "run_id": o.run_id}))
+        else:
+            failures.append((o.world_id, o.failure))
+    return results, failures
 
 
 def _print_results(results: list[Any], as_json: bool) -> None:
@@ -105,10 +152,11 @@ def _print_results(results: list[Any], as_json: bool) -> None:
         v = r.verification
         table.add_row(r.world_id, str(r.counts["tables"]), str(r.counts["rows"]), str(r.counts["tools"]),
                       str(r.counts["tasks"]), f"{v['oracle_pass']}/{v['tasks']}", f"{v['null_pass']}/{v['tasks']}",
-                      "cached" if r.skipped else f"{r.seconds:.1f}s")
+                      "cached" if r.skipped else (f"run {r.run_id[:8]}" if r.run_id else f"{r.seconds:.1f}s"))
     out_console().print(table)
     out_console().print("oracle: tasks whose oracle plan passes its verifier; null: tasks that doing nothing passes "
-                    "(must be 0). cached: already up to date.")
+                        "(must be 0). cached: already up to date. run: the Dagster run that built it "
+                        "(`worldfactory ui` shows it).")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -170,6 +218,60 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_query(args: argparse.Namespace) -> int:
+    from worldfactory.catalog import query
+
+    columns, rows = query(_root(args), args.sql)
+    if args.json:
+        print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=1, default=str))
+        return 0
+    table = Table(show_lines=False)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    out_console().print(table)
+    out_console().print(f"{len(rows)} row(s)")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    from pipelines.runner import delete_world
+    from resources.world_store import WorldStore
+    from worldfactory.briefs import BRIEF_ID_RE
+    from worldfactory.seeds import WORLD_ID_RE, SeedError
+
+    if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
+        raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
+    root = _root(args)
+    removed = delete_world(args.world_id, WorldStore(root=str(root.resolve()), templates_root=templates_root() or ""))
+    if not removed:
+        raise SeedError(f"no world '{args.world_id}' to delete: nothing under {root} and no Dagster partition "
+                        f"by that name")
+    for item in removed:
+        print(f"removed {item}")
+    print(f"{args.world_id} will not be registered again until you build it by name "
+          f"(`worldfactory build {args.world_id}`).")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from pipelines.runner import dagster_home
+    from resources.world_store import PROJECT_ROOT
+
+    env = dict(os.environ, DAGSTER_HOME=str(dagster_home()), WORLDFACTORY_DATA=str(_root(args).resolve()))
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+           "-h", args.host, "-p", str(args.port)]
+    ERR.print(f"Dagster UI on http://{args.host}:{args.port} (webserver and daemon; Ctrl-C stops both). "
+              f"Instance: {env['DAGSTER_HOME']}; data: {env['WORLDFACTORY_DATA']}")
+    try:
+        return subprocess.call(cmd, env=env, cwd=str(PROJECT_ROOT))
+    except KeyboardInterrupt:
+        return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="worldfactory", description="Build, serve and grade tool-use worlds.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -181,8 +283,10 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build and verify worlds")
     b.add_argument("world_ids", nargs="*", metavar="WORLD_ID")
     b.add_argument("--examples", action="store_true", help="also build the catalog's example worlds")
-    b.add_argument("--out", help="output folder (default data/worlds)")
+    b.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/): bundles go to DATA/worlds")
     b.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    b.add_argument("--no-dagster", action="store_true",
+                   help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")
     b.set_defaults(fn=cmd_build)
 
@@ -205,6 +309,23 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.set_defaults(fn=cmd_serve)
+
+    q = sub.add_parser("query", help="read-only SQL over the catalogs (worlds, tasks, costs) with DuckDB")
+    q.add_argument("sql", metavar="SQL")
+    q.add_argument("--json", action="store_true", help="a JSON array, one object per row")
+    q.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    q.set_defaults(fn=cmd_query)
+
+    d = sub.add_parser("delete", help="remove a world's bundle, catalog rows and Dagster partition")
+    d.add_argument("world_id", metavar="WORLD_ID")
+    d.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    d.set_defaults(fn=cmd_delete)
+
+    u = sub.add_parser("ui", help="start the Dagster webserver and daemon on loopback")
+    u.add_argument("--host", default="127.0.0.1")
+    u.add_argument("--port", type=int, default=3000)
+    u.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    u.set_defaults(fn=cmd_ui)
     return p
 
 

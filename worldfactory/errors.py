@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from worldfactory.build.data import SeedDataError
 from worldfactory.build.schema import SchemaError
+from worldfactory.build.stages import StageError
 from worldfactory.build.verifiers import VerifierError
+from worldfactory.catalog import CatalogError
 from worldfactory.runtime.world import WorldError
 from worldfactory.sandbox import SandboxError
 from worldfactory.seeds import SeedError
@@ -12,4 +14,5 @@ from worldfactory.templates import TemplateError
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     TemplateError, SeedError, WorldError, SchemaError, SeedDataError, SandboxError, VerifierError,
+    StageError, CatalogError,
 )

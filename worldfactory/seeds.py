@@ -11,6 +11,7 @@ import random
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
+from pathlib import Path
 
 from worldfactory import GENERATOR_VERSION
 from worldfactory.spec import Brief
@@ -18,6 +19,7 @@ from worldfactory.templates import TemplateSet
 
 WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})$")
 EPOCH = date(2026, 1, 1)
+BRIEF_PREFIX = "brief"
 
 
 class SeedError(ValueError):
@@ -91,15 +93,34 @@ def _nice(value: float, integer: bool) -> float:
 
 
 def expand_seed(world_id: str, templates: TemplateSet) -> Brief:
-    """Deterministically expand a world ID into a Brief."""
+    """Deterministically expand a catalog world ID into a Brief."""
     wid = parse_world_id(world_id, templates)
-    seed = generation_seed(str(wid))
+    return _expand(str(wid), wid.domain, wid.company_type, wid.variant, templates)
+
+
+def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None = None) -> Brief:
+    """A world ID of either kind: a catalog seed, or `brief.<file stem>--v<NNN>` from a brief file."""
+    if world_id.startswith(f"{BRIEF_PREFIX}."):
+        from worldfactory.briefs import load_brief_file, parse_brief_world_id
+
+        slug, variant = parse_brief_world_id(world_id)
+        if briefs_dir is None:
+            raise SeedError(f"'{world_id}' comes from a brief file, but no briefs folder was given")
+        bf = load_brief_file(briefs_dir / f"{slug}.yaml", templates)
+        return _expand(world_id, bf.domain, bf.company_type, variant, templates,
+                       company_name=bf.company_name, rule_overrides=bf.rules)
+    return expand_seed(world_id, templates)
+
+
+def _expand(world_id: str, domain_name: str, company_type: str, variant: int, templates: TemplateSet,
+            company_name: str | None = None, rule_overrides: dict[str, float] | None = None) -> Brief:
+    seed = generation_seed(world_id)
     rng = stage_rng(seed, "brief")
-    domain = templates.domains[wid.domain]
-    ctype = templates.company_types[wid.company_type]
+    domain = templates.domains[domain_name]
+    ctype = templates.company_types[company_type]
     vocab = templates.vocabulary
 
-    company_name = f"{rng.choice(vocab.company_words)} {rng.choice(ctype.name_suffixes)}"
+    drawn_name = f"{rng.choice(vocab.company_words)} {rng.choice(ctype.name_suffixes)}"
     clock = EPOCH + timedelta(days=rng.randint(0, 300))
     modules = list(domain.modules) + [m for m in domain.optional_modules if m in ctype.extra_modules]
 
@@ -108,16 +129,17 @@ def expand_seed(world_id: str, templates: TemplateSet) -> Brief:
     for rule in all_rules:
         factor = ctype.rule_factors.get(rule.name, 1.0) * rng.uniform(0.85, 1.15)
         rules[rule.name] = _nice(rule.value * factor, rule.integer)
+    rules.update(rule_overrides or {})
 
     return Brief(
-        world_id=str(wid),
-        seed_type=wid.seed_type,
-        domain=wid.domain,
-        company_type=wid.company_type,
-        variant=wid.variant,
+        world_id=world_id,
+        seed_type=f"{domain_name}.{company_type}",
+        domain=domain_name,
+        company_type=company_type,
+        variant=variant,
         generation_seed=seed,
         generator_version=GENERATOR_VERSION,
-        company_name=company_name,
+        company_name=company_name or drawn_name,
         clock=clock.isoformat(),
         scale=round(ctype.scale * rng.uniform(0.9, 1.15), 3),
         modules=modules,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from worldfactory.spec import CompanyType, DomainPack, Module, Vocabulary
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "world_templates"
+REGISTRY_FILE = "registry.yaml"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -106,6 +107,8 @@ def _load_dir(folder: Path, model: type[M]) -> dict[str, M]:
 def _fingerprint(root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.yaml")):
+        if path.name == REGISTRY_FILE:  # which worlds to register does not change any world's bytes
+            continue
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(b"\0")
         digest.update(path.read_bytes())

@@ -1,0 +1,7 @@
+"""Stage asset `world_brief` and its blocking check (see worldfactory.build.stages)."""
+
+from __future__ import annotations
+
+from assets.stage import stage_asset
+
+brief_asset = stage_asset("world_brief", [])

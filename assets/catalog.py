@@ -1,0 +1,27 @@
+"""The catalog asset: refreshes data/catalog.duckdb with views over every world's Parquet rows.
+
+Per-world stages write Parquet only; this is the single DuckDB writer (pool `duckdb_writer`,
+limit it to 1), and it writes beside the file and renames, so readers never see a torn file.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
+from typing import Any
+
+import dagster as dg
+
+from assets.bundle import bundle_asset
+from resources.world_store import WorldStore
+from worldfactory.catalog import TABLES, query, refresh_database
+
+
+@dg.asset(deps=[bundle_asset], group_name="catalog", kinds={"duckdb", "parquet"}, pool="duckdb_writer",
+          automation_condition=dg.AutomationCondition.on_cron("30 3 * * *", cron_timezone="UTC"),
+          description="DuckDB views (worlds, tasks, costs) over data/catalog/<table>/world_id=<id>/*.parquet.")
+def world_catalog(world_store: WorldStore) -> dg.MaterializeResult:
+    path = refresh_database(world_store.data_root)
+    meta: dict[str, Any] = {"path": dg.MetadataValue.path(str(path))}
+    for table in TABLES:
+        _, rows = query(world_store.data_root, f"SELECT count(*), count(DISTINCT world_id) FROM {table}")
+        meta[f"{table}/rows"] = dg.MetadataValue.int(int(rows[0][0]))
+        meta[f"{table}/worlds"] = dg.MetadataValue.int(int(rows[0][1]))
+    return dg.MaterializeResult(metadata=meta)

@@ -1,0 +1,1 @@
+"""The WorldFactory Dagster code location: partitions, jobs, sensors, automation, definitions."""

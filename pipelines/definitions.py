@@ -1,0 +1,30 @@
+"""The code location: every asset, check, job, sensor and resource in one Definitions.
+
+Runs use the in-process executor: a world's stages are short and sequential, and a process per
+step would cost more than the stage itself. Parallelism comes from running worlds side by side.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import brief, bundle, catalog, schema, seed, tasks, tools, verifiers
+from pipelines.automation import nightly_rebuild, world_registry_sensor
+from pipelines.jobs import catalog_refresh, world_build
+from resources.world_store import WorldStore, default_store
+
+STAGE_MODULES = (brief, schema, seed, tools, tasks, verifiers, bundle)
+
+
+def make_definitions(store: WorldStore | None = None) -> dg.Definitions:
+    stage_assets = [getattr(m, f"{m.__name__.split('.')[-1]}_asset") for m in STAGE_MODULES]
+    return dg.Definitions(
+        assets=[*stage_assets, catalog.world_catalog],
+        jobs=[world_build, catalog_refresh],
+        sensors=[world_registry_sensor, nightly_rebuild],
+        resources={"world_store": store or default_store()},
+        executor=dg.in_process_executor,
+    )
+
+
+defs = make_definitions()

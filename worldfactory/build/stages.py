@@ -1,0 +1,418 @@
+"""The build stages as separate steps over a work folder: `make` writes a stage's files, `prove` checks them.
+
+The engine's build_world runs every stage in order; each Dagster asset runs one `make` and its
+blocking asset check runs the matching `prove`. Both paths share this code and the work folder
+layout, so they write the same bytes. A proof is recorded with the hashes of the files it
+covered, and the bundle stage refuses inputs whose proof is missing, failed or stale: a world
+can only be published from proven stages, whichever way its stages were run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+import worldfactory
+from worldfactory.build.bundle import publish, sha256, world_manifest, world_readme
+from worldfactory.build.data import build_seed_db, check_seed
+from worldfactory.build.probes import probes_for
+from worldfactory.build.schema import build_spec, check_schema, schema_sql
+from worldfactory.build.tasks import generate_tasks
+from worldfactory.build.tools import tool_specs, tools_json, tools_source
+from worldfactory.build.verifiers import VerifierError, build_verifiers, check_verifiers, verifiers_json
+from worldfactory.runtime.world import World
+from worldfactory.sandbox import check_tools_in_sandbox
+from worldfactory.seeds import expand_world
+from worldfactory.spec import Brief, Task, WorldSpec
+from worldfactory.templates import TemplateSet
+
+BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json", "tasks.jsonl",
+                "verifiers.json", "README.md", "world.json")
+
+
+class StageError(ValueError):
+    """A stage cannot run: an input is missing, or an upstream proof failed or is stale."""
+
+
+class StageCost(BaseModel):
+    """What one stage spent. Zeros on the offline path are measured zeros, not missing values."""
+
+    cpu_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    llm_prompt_tokens: int = 0
+    llm_completion_tokens: int = 0
+    cost_usd: float = 0.0
+    corrections: int = 0
+
+
+class StageReport(BaseModel):
+    world_id: str
+    stage: str
+    files: dict[str, str]  # name -> sha256 of what the stage wrote
+    counts: dict[str, int]
+    cost: StageCost
+
+
+class Proof(BaseModel):
+    """The outcome of a stage's proof, kept in the work folder next to the files it covered."""
+
+    world_id: str
+    stage: str
+    check: str
+    passed: bool
+    reason: str = ""
+    details: dict[str, int | float | str] = Field(default_factory=dict)
+    files: dict[str, str] = Field(default_factory=dict)
+
+
+class WorkDir:
+    """A world's work folder: the stages' files, their cost records and their proofs.
+
+    Files are replaced atomically (write beside, then rename), so a crash never leaves a
+    half-written stage file for the next stage to read.
+    """
+
+    def __init__(self, path: Path, world_id: str) -> None:
+        self.path = path
+        self.world_id = world_id
+
+    def _atomic(self, path: Path, data: bytes) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def write(self, name: str, data: bytes) -> str:
+        self._atomic(self.path / name, data)
+        return sha256(data)
+
+    def read(self, name: str, stage: str) -> bytes:
+        path = self.path / name
+        if not path.is_file():
+            raise StageError(f"{self.world_id}: stage {stage} needs {name}, which is not built yet; "
+                             f"materialize the upstream stages first")
+        return path.read_bytes()
+
+    def has(self, name: str) -> bool:
+        return (self.path / name).is_file()
+
+    def files(self, names: tuple[str, ...] = BUNDLE_FILES) -> dict[str, bytes]:
+        return {n: (self.path / n).read_bytes() for n in names if (self.path / n).is_file()}
+
+    def hashes(self, names: tuple[str, ...]) -> dict[str, str]:
+        return {n: sha256((self.path / n).read_bytes()) for n in names if (self.path / n).is_file()}
+
+    def write_cost(self, stage: str, cost: StageCost) -> None:
+        self._atomic(self.path / "costs" / f"{stage}.json", cost.model_dump_json().encode())
+
+    def costs(self) -> dict[str, StageCost]:
+        folder = self.path / "costs"
+        if not folder.is_dir():
+            return {}
+        return {p.stem: StageCost.model_validate_json(p.read_bytes()) for p in sorted(folder.glob("*.json"))}
+
+    def write_proof(self, proof: Proof) -> None:
+        self._atomic(self.path / "proofs" / f"{proof.stage}.json", proof.model_dump_json(indent=1).encode())
+
+    def proof(self, stage: str) -> Proof | None:
+        path = self.path / "proofs" / f"{stage}.json"
+        return Proof.model_validate_json(path.read_bytes()) if path.is_file() else None
+
+    def clear_proof(self, stage: str) -> None:
+        (self.path / "proofs" / f"{stage}.json").unlink(missing_ok=True)
+
+
+@dataclass
+class BuildContext:
+    """Everything a stage needs: the world, the templates, and where its files go."""
+
+    world_id: str
+    templates: TemplateSet
+    work: WorkDir
+    data_root: Path  # bundles under data_root/worlds, catalogs under data_root/catalog
+    briefs_dir: Path | None = None
+    inputs: str = ""  # fingerprint of code + templates + brief, recorded in world.json
+    cache: dict[str, Any] = field(default_factory=dict)  # parsed inputs shared by stages in one process
+
+    def brief(self, stage: str) -> Brief:
+        return Brief.model_validate_json(self.work.read("brief.json", stage))
+
+    def spec(self, stage: str) -> WorldSpec:
+        raw = self.work.read("spec.json", stage)
+        key = ("spec", sha256(raw))
+        if key not in self.cache:
+            self.cache[key] = WorldSpec.model_validate_json(raw)
+        return self.cache[key]
+
+    def world(self, stage: str, names: tuple[str, ...]) -> World:
+        for n in names:
+            self.work.read(n, stage)
+        return World(self.work.files(names))
+
+    def tasks(self, stage: str) -> list[Task]:
+        raw = self.work.read("tasks.jsonl", stage).decode()
+        return [Task.model_validate_json(line) for line in raw.splitlines() if line.strip()]
+
+
+# --- makes ---------------------------------------------------------------------------------------
+
+def make_brief(ctx: BuildContext) -> dict[str, int]:
+    brief = expand_world(ctx.world_id, ctx.templates, ctx.briefs_dir)
+    ctx.work.write("brief.json", (brief.model_dump_json(indent=1) + "\n").encode())
+    return {"modules": len(brief.modules), "rules": len(brief.rules), "departments": len(brief.departments)}
+
+
+def make_schema(ctx: BuildContext) -> dict[str, int]:
+    spec = build_spec(ctx.brief("world_schema"), ctx.templates)
+    ctx.work.write("spec.json", (spec.model_dump_json(indent=1, by_alias=True) + "\n").encode())
+    ctx.work.write("schema.sql", schema_sql(spec).encode())
+    return {"tables": len(spec.tables), "columns": sum(len(t.columns) for t in spec.tables),
+            "foreign_keys": sum(1 for t in spec.tables for c in t.columns if c.ref)}
+
+
+def make_seed(ctx: BuildContext) -> dict[str, int]:
+    spec = ctx.spec("seed_database")
+    image = build_seed_db(spec, ctx.templates.vocabulary)
+    ctx.work.write("seed.db", image)
+    return {"bytes": len(image), "tables": len(spec.tables)}
+
+
+def make_tools(ctx: BuildContext) -> dict[str, int]:
+    spec = ctx.spec("world_tools")
+    image = ctx.work.read("seed.db", "world_tools")
+    tools = tool_specs(spec)
+    probes = probes_for(spec, tools, image)
+    for t in tools:
+        t.examples = probes[t.name]
+    ctx.work.write("tools.py", tools_source(spec, tools).encode())
+    ctx.work.write("tools.json", tools_json(tools).encode())
+    return {"tools": len(tools), "read_only": sum(t.read_only for t in tools),
+            "destructive": sum(t.destructive for t in tools)}
+
+
+def make_tasks(ctx: BuildContext) -> dict[str, int]:
+    spec = ctx.spec("world_tasks")
+    names = {t["name"] for t in json.loads(ctx.work.read("tools.json", "world_tasks"))}
+    tasks = generate_tasks(spec, names, ctx.work.read("seed.db", "world_tasks"))
+    ctx.work.write("tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks).encode())
+    steps = sorted(len(t.oracle) for t in tasks)
+    return {"tasks": len(tasks), "families": len({t.family for t in tasks}),
+            "oracle_steps_max": steps[-1] if steps else 0, "oracle_steps_total": sum(steps)}
+
+
+def make_verifiers(ctx: BuildContext) -> dict[str, int]:
+    world = ctx.world("world_verifiers", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py",
+                                          "tools.json", "tasks.jsonl"))
+    verifiers = build_verifiers(world, list(world.tasks.values()))
+    ctx.work.write("verifiers.json", verifiers_json(verifiers).encode())
+    return {"verifiers": len(verifiers["tasks"])}
+
+
+def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
+    """Every upstream stage must be proven, on exactly the files now in the work folder."""
+    proofs: dict[str, Proof] = {}
+    for stage in STAGES[:-1]:
+        proof = ctx.work.proof(stage.name)
+        if proof is None:
+            raise StageError(f"{ctx.world_id}: {stage.name} has not been proven; run its check "
+                             f"'{stage.check}' before building the bundle")
+        if not proof.passed:
+            raise StageError(f"{ctx.world_id}: {stage.name} failed its check '{stage.check}': {proof.reason}")
+        if proof.files != ctx.work.hashes(tuple(proof.files)):
+            raise StageError(f"{ctx.world_id}: the proof of {stage.name} is stale (its files changed since); "
+                             f"run its check '{stage.check}' again")
+        proofs[stage.name] = proof
+    return proofs
+
+
+def make_bundle(ctx: BuildContext) -> dict[str, int]:
+    from worldfactory.catalog import write_world_rows
+
+    proofs = _require_proofs(ctx)
+    spec = ctx.spec("world_bundle")
+    files = ctx.work.files(BUNDLE_FILES[:-2])
+    tools = tool_specs(spec)
+    tasks = ctx.tasks("world_bundle")
+    seed = proofs["seed_database"].details
+    row_counts = {t.name: int(seed[f"rows.{t.name}"]) for t in spec.tables}
+    v = proofs["world_verifiers"].details
+    verification = {"tasks": int(v["tasks"]), "oracle_pass": int(v["oracle_pass"]), "null_pass": int(v["null_pass"])}
+    manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs)
+    readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
+    manifest["files"]["README.md"] = sha256(readme)
+    ctx.work.write("README.md", readme)
+    raw_manifest = (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode()
+    ctx.work.write("world.json", raw_manifest)
+
+    worlds = ctx.data_root / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    staging = worlds / f".staging-{ctx.world_id}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        for name in BUNDLE_FILES:
+            shutil.copyfile(ctx.work.path / name, staging / name)
+        publish(staging, worlds / ctx.world_id)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    write_world_rows(ctx.data_root / "catalog", manifest, tasks, str(worlds / ctx.world_id))
+    return {"files": len(BUNDLE_FILES), "bytes": sum((worlds / ctx.world_id / n).stat().st_size
+                                                      for n in BUNDLE_FILES)}
+
+
+# --- proofs (raise on failure; run_prove turns that into a failed Proof) -------------------------
+
+def prove_brief(ctx: BuildContext) -> dict[str, int | float | str]:
+    brief = ctx.brief("world_brief")
+    expected = expand_world(ctx.world_id, ctx.templates, ctx.briefs_dir)
+    if brief != expected:
+        raise StageError("brief.json does not match the brief its world ID and templates give")
+    return {"rules": len(brief.rules), "modules": len(brief.modules)}
+
+
+def prove_schema(ctx: BuildContext) -> dict[str, int | float | str]:
+    spec = ctx.spec("world_schema")
+    return dict(check_schema(spec, ctx.work.read("schema.sql", "world_schema").decode()))
+
+
+def prove_seed(ctx: BuildContext) -> dict[str, int | float | str]:
+    report = check_seed(ctx.spec("seed_database"), ctx.work.read("seed.db", "seed_database"))
+    out: dict[str, int | float | str] = {"rows": report["rows"], "invariants": report["invariants"]}
+    out.update({f"rows.{k}": v for k, v in report["row_counts"].items()})
+    return out
+
+
+def prove_tools(ctx: BuildContext) -> dict[str, int | float | str]:
+    for name in ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json"):
+        ctx.work.read(name, "world_tools")
+    report = check_tools_in_sandbox(ctx.work.path)
+    return {k: v for k, v in report.items() if isinstance(v, int | float | str)}
+
+
+def prove_tasks(ctx: BuildContext) -> dict[str, int | float | str]:
+    world = ctx.world("world_tasks", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py",
+                                      "tools.json", "tasks.jsonl"))
+    if not world.tasks:
+        raise StageError("the world has no tasks")
+    calls = 0
+    for task in world.tasks.values():
+        with world.episode() as ep:
+            for i, call in enumerate(task.oracle):
+                res = ep.call(call.tool, call.args)
+                calls += 1
+                if not res.ok:
+                    raise VerifierError(f"task {task.task_id}: oracle step {i} ({call.tool}) fails: {res.error}")
+    families = Counter(t.family for t in world.tasks.values())
+    return {"tasks": len(world.tasks), "oracle_calls": calls, **{f"family.{k}": v for k, v in sorted(families.items())}}
+
+
+def prove_verifiers(ctx: BuildContext) -> dict[str, int | float | str]:
+    world = ctx.world("world_verifiers", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py",
+                                          "tools.json", "tasks.jsonl", "verifiers.json"))
+    return dict(check_verifiers(world))
+
+
+def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
+    dest = ctx.data_root / "worlds" / ctx.world_id
+    world = World.open(dest)
+    listed = world.manifest.get("files", {})
+    for name, digest in listed.items():
+        if sha256((dest / name).read_bytes()) != digest:
+            raise StageError(f"{dest / name}: its hash differs from world.json")
+    return {"files": len(listed), "tasks": len(world.tasks), "content_hash": world.content_hash}
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    check: str
+    proves: str  # what the check shows, for docs and the UI
+    make: Callable[[BuildContext], dict[str, int]]
+    prove: Callable[[BuildContext], dict[str, int | float | str]]
+    files: tuple[str, ...]  # the files this stage writes (and its proof covers)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("world_brief", "brief_valid", "brief.json validates and matches its seed", make_brief, prove_brief,
+          ("brief.json",)),
+    Stage("world_schema", "schema_loads", "the DDL loads into an empty SQLite, names are unique, the FK graph "
+          "is connected", make_schema, prove_schema, ("spec.json", "schema.sql")),
+    Stage("seed_database", "seed_integrity", "integrity_check, foreign_key_check, CHECKs and invariants hold",
+          make_seed, prove_seed, ("seed.db",)),
+    Stage("world_tools", "tools_sandboxed", "every tool imports and answers its valid and invalid probe calls "
+          "in the sandbox", make_tools, prove_tools, ("tools.py", "tools.json")),
+    Stage("world_tasks", "oracles_run", "every oracle plan runs on a fresh seed copy without error",
+          make_tasks, prove_tasks, ("tasks.jsonl",)),
+    Stage("world_verifiers", "verifiers_valid", "every oracle scores 1 and doing nothing scores 0",
+          make_verifiers, prove_verifiers, ("verifiers.json",)),
+    Stage("world_bundle", "bundle_complete", "the published bundle opens and its files match world.json",
+          make_bundle, prove_bundle, ("README.md", "world.json")),
+)
+STAGE_BY_NAME = {s.name: s for s in STAGES}
+
+
+def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
+    """Run one stage's make, timing it; its proof is cleared until the check runs again."""
+    ctx.work.clear_proof(stage.name)
+    wall, cpu = time.perf_counter(), time.process_time()
+    counts = stage.make(ctx)
+    cost = StageCost(cpu_seconds=round(time.process_time() - cpu, 6), wall_seconds=round(time.perf_counter() - wall, 6))
+    ctx.work.write_cost(stage.name, cost)
+    return StageReport(world_id=ctx.world_id, stage=stage.name, files=ctx.work.hashes(stage.files), counts=counts,
+                       cost=cost)
+
+
+def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
+    """Run one stage's proof and record it; any failure becomes a failed Proof with the reason.
+
+    The proof's time is added to the stage's cost record: proving is part of what a stage costs.
+    """
+    files = ctx.work.hashes(stage.files)
+    wall, cpu = time.perf_counter(), time.process_time()
+    try:
+        details = stage.prove(ctx)
+        proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=True, details=details,
+                      files=files)
+    except Exception as exc:  # the reason goes into the check's metadata; the check fails
+        proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=False,
+                      reason=f"{type(exc).__name__}: {exc}"[:4000], files=files)
+    ctx.work.write_proof(proof)
+    cost = ctx.work.costs().get(stage.name, StageCost())
+    cost.cpu_seconds = round(cost.cpu_seconds + time.process_time() - cpu, 6)
+    cost.wall_seconds = round(cost.wall_seconds + time.perf_counter() - wall, 6)
+    ctx.work.write_cost(stage.name, cost)
+    from worldfactory.catalog import write_cost_rows
+
+    write_cost_rows(ctx.data_root / "catalog", ctx.world_id, ctx.work.costs())
+    return proof
+
+
+def engine_fingerprint() -> str:
+    """Hash of the engine's own source: a world is up to date only if this and the templates match."""
+    root = Path(worldfactory.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def inputs_fingerprint(templates: TemplateSet, world_id: str = "", briefs_dir: Path | None = None) -> str:
+    """Code + templates (+ the brief file, for brief worlds): what a world's bytes depend on."""
+    parts = [engine_fingerprint(), templates.fingerprint]
+    if world_id.startswith("brief.") and briefs_dir is not None:
+        from worldfactory.briefs import parse_brief_world_id
+
+        path = briefs_dir / f"{parse_brief_world_id(world_id)[0]}.yaml"
+        parts.append(sha256(path.read_bytes()) if path.is_file() else "missing")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()

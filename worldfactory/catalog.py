@@ -1,0 +1,165 @@
+"""Catalogs: per-world Parquet rows under data/catalog/<table>/world_id=<id>/, and DuckDB views over them.
+
+Each world writes only its own partition folder (replaced whole by one rename), so builds of
+different worlds never contend. The views read the Parquet globs at query time: a world built a
+second ago is already visible, and a reader never takes a lock that a writer needs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from worldfactory.spec import Task
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "worlds": pa.schema([
+        ("seed_type", pa.string()), ("domain", pa.string()), ("company_type", pa.string()),
+        ("variant", pa.int32()), ("company_name", pa.string()), ("generation_seed", pa.uint64()),
+        ("generator_version", pa.string()), ("clock", pa.string()), ("tables", pa.int32()), ("rows", pa.int64()),
+        ("tools", pa.int32()), ("tasks", pa.int32()), ("oracle_pass", pa.int32()), ("null_pass", pa.int32()),
+        ("path", pa.string()), ("world_json_sha256", pa.string()),
+    ]),
+    "tasks": pa.schema([
+        ("task_id", pa.string()), ("family", pa.string()), ("instruction", pa.string()),
+        ("oracle_steps", pa.int32()), ("answer_type", pa.string()), ("target", pa.string()),
+    ]),
+    "costs": pa.schema([
+        ("stage", pa.string()), ("cpu_seconds", pa.float64()), ("wall_seconds", pa.float64()),
+        ("llm_prompt_tokens", pa.int64()), ("llm_completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
+        ("corrections", pa.int32()),
+    ]),
+}
+TABLES = tuple(SCHEMAS)
+
+
+class CatalogError(ValueError):
+    """A catalog query that is not allowed or does not run; the message says what to do."""
+
+
+def _write_partition(catalog_root: Path, table: str, world_id: str, rows: list[dict[str, Any]]) -> Path:
+    """Replace one world's partition of one table in a single rename."""
+    schema = SCHEMAS[table]
+    data = pa.Table.from_pylist(rows, schema=schema)
+    final = catalog_root / table / f"world_id={world_id}"
+    tmp = catalog_root / ".tmp" / f"{table}-{world_id}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    pq.write_table(data, tmp / "part-0.parquet", compression="zstd")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    old = catalog_root / ".tmp" / f"old-{table}-{world_id}-{os.getpid()}"
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[Task], path: str) -> None:
+    wid = manifest["world_id"]
+    c, v = manifest["counts"], manifest["verification"]
+    world_row = {
+        "seed_type": manifest["seed_type"], "domain": manifest["domain"], "company_type": manifest["company_type"],
+        "variant": manifest["variant"], "company_name": manifest["company_name"],
+        "generation_seed": manifest["generation_seed"], "generator_version": manifest["generator_version"],
+        "clock": manifest["clock"], "tables": c["tables"], "rows": c["rows"], "tools": c["tools"],
+        "tasks": c["tasks"], "oracle_pass": v["oracle_pass"], "null_pass": v["null_pass"], "path": path,
+        "world_json_sha256": manifest.get("files", {}).get("world.json", ""),
+    }
+    _write_partition(catalog_root, "worlds", wid, [world_row])
+    _write_partition(catalog_root, "tasks", wid, [
+        {"task_id": t.task_id, "family": t.family, "instruction": t.instruction, "oracle_steps": len(t.oracle),
+         "answer_type": t.answer_type, "target": t.target} for t in tasks
+    ])
+
+
+def write_cost_rows(catalog_root: Path, world_id: str, costs: dict[str, Any]) -> None:
+    """One row per stage that has run for this world (a failed world's spend is still recorded)."""
+    rows = [{"stage": stage, **cost.model_dump()} for stage, cost in sorted(costs.items())]
+    _write_partition(catalog_root, "costs", world_id, rows)
+
+
+def remove_world_rows(catalog_root: Path, world_id: str) -> list[Path]:
+    removed = []
+    for table in TABLES:
+        folder = catalog_root / table / f"world_id={world_id}"
+        if folder.exists():
+            shutil.rmtree(folder)
+            removed.append(folder)
+    return removed
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_string(t):
+        return "VARCHAR"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    if pa.types.is_unsigned_integer(t):
+        return "UBIGINT"
+    return "BIGINT" if t.bit_width == 64 else "INTEGER"
+
+
+def create_views(con: Any, catalog_root: Path) -> None:
+    """A view per catalog table over its Parquet glob; an empty, typed view when nothing is built yet."""
+    for table, schema in SCHEMAS.items():
+        folder = (catalog_root / table).resolve()
+        if any(folder.glob("world_id=*/*.parquet")):
+            glob = str(folder / "world_id=*" / "*.parquet").replace("'", "''")
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet('{glob}', "
+                        f"hive_partitioning = true, hive_types = {{'world_id': VARCHAR}}, union_by_name = true)")
+        else:
+            cols = ", ".join(f"CAST(NULL AS {_duck_type(f.type)}) AS {f.name}" for f in schema)
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols}, CAST(NULL AS VARCHAR) AS world_id "
+                        f"WHERE false")
+
+
+def refresh_database(data_root: Path) -> Path:
+    """Rewrite data/catalog.duckdb with the views (written beside, then renamed: one writer, no torn file)."""
+    import duckdb
+
+    target = data_root / "catalog.duckdb"
+    tmp = data_root / f".catalog.duckdb.tmp-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    data_root.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(tmp))
+    try:
+        create_views(con, data_root / "catalog")
+    finally:
+        con.close()
+    os.replace(tmp, target)
+    return target
+
+
+def query(data_root: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run read-only SQL over the catalog views: SELECT statements only."""
+    import duckdb
+
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise CatalogError(f"the query does not parse: {exc}") from None
+    if not statements:
+        raise CatalogError("the query is empty")
+    for st in statements:
+        if st.type != duckdb.StatementType.SELECT:
+            raise CatalogError(f"only SELECT queries are allowed here (got {st.type.name}); "
+                               f"the catalog is read-only")
+    con = duckdb.connect(":memory:")
+    try:
+        create_views(con, data_root / "catalog")
+        try:
+            cur = None
+            for st in statements:
+                cur = con.execute(st.query)
+            assert cur is not None
+            columns = [d[0] for d in cur.description or []]
+            return columns, cur.fetchall()
+        except duckdb.Error as exc:
+            raise CatalogError(f"{exc}; tables: {', '.join(TABLES)} (see README, 'Catalogs')") from None
+    finally:
+        con.close()
