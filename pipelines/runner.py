@@ -12,6 +12,7 @@ import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import BaseModel
@@ -56,6 +57,13 @@ def open_instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.get()
 
 
+def root_cause(error: Any) -> str:
+    """The innermost error's message: Dagster wraps the engine's own error in its step error."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return error.message.strip()
+
+
 def _failure(result: dg.ExecuteInProcessResult) -> str:
     for ev in result.get_asset_check_evaluations():
         if not ev.passed:
@@ -65,7 +73,7 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     for ev in result.get_step_failure_events():
         data = ev.step_failure_data
         if data.error is not None:
-            return f"{ev.step_key}: {data.error.message.strip()}"
+            return f"{ev.step_key}: {root_cause(data.error)}"
     return "the run failed; open it in the UI (`worldfactory ui`)"
 
 

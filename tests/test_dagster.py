@@ -1,0 +1,264 @@
+"""The Dagster code location on a real instance: stages, checks, metadata, catalogs, sensor, automation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pytest
+
+from pipelines.automation import world_registry_sensor
+from pipelines.definitions import make_definitions
+from pipelines.runner import root_cause
+from resources.world_store import WorldStore
+from tests.conftest import EXAMPLES, PYTHON, ROOT
+from worldfactory.build.stages import STAGES
+from worldfactory.registry import mark_deleted
+
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+TWO = EXAMPLES[:2]
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+COST_KEYS = ("cpu_seconds", "wall_seconds", "llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections")
+
+
+def persistent_instance(home: Path) -> dg.DagsterInstance:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return dg.DagsterInstance.from_config(str(home))
+
+
+def run_world(defs: dg.Definitions, instance: dg.DagsterInstance, world_id: str) -> dg.ExecuteInProcessResult:
+    return defs.resolve_job_def("world_build").execute_in_process(
+        instance=instance, partition_key=world_id, raise_on_error=False, run_config=QUIET)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    base = tmp_path_factory.mktemp("dagster")
+    store = WorldStore(root=str(base / "data"))
+    defs = make_definitions(store)
+    instance = persistent_instance(base / "home")
+    instance.add_dynamic_partitions("world", TWO)
+    results = {wid: run_world(defs, instance, wid) for wid in TWO}
+    catalog = defs.resolve_job_def("catalog_refresh").execute_in_process(instance=instance, run_config=QUIET)
+    yield {"base": base, "store": store, "defs": defs, "instance": instance, "results": results, "catalog": catalog}
+    instance.dispose()
+
+
+def test_definitions_validate(tmp_path: Path) -> None:
+    env = dict(os.environ, DAGSTER_HOME=str(tmp_path))
+    r = subprocess.run([PYTHON, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Validation successful for code location worldfactory" in r.stdout + r.stderr
+
+
+def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: dict) -> None:
+    for wid, res in built["results"].items():
+        assert res.success, wid
+        checks = {e.check_name: e.passed for e in res.get_asset_check_evaluations()}
+        assert checks == {s.check: True for s in STAGES}
+        for stage in STAGES:
+            [mat] = res.asset_materializations_for_node(stage.name)
+            assert mat.partition == wid
+            meta = {k: v.value for k, v in mat.metadata.items()}
+            for key in COST_KEYS:
+                assert key in meta, (stage.name, key)
+            assert meta["llm_prompt_tokens"] == 0 and meta["cost_usd"] == 0.0 and meta["corrections"] == 0
+            assert meta["wall_seconds"] > 0 and meta["cpu_seconds"] > 0
+            for name in stage.files:
+                digest = hashlib.sha256((built["store"].work(wid).path / name).read_bytes()).hexdigest()
+                assert meta[f"sha256/{name}"] == digest
+        [tasks] = res.asset_materializations_for_node("world_tasks")
+        assert tasks.metadata["tasks"].value >= 90
+
+
+def test_dagster_path_writes_the_engine_bytes(built: dict, worlds_dir: Path) -> None:
+    """Same world ID and code: the bundle built through Dagster equals the engine-built one, byte for byte."""
+    for wid in TWO:
+        ours = built["store"].data_root / "worlds" / wid
+        engine = worlds_dir / wid
+        names = sorted(p.name for p in engine.iterdir())
+        assert names == sorted(p.name for p in ours.iterdir())
+        for name in names:
+            assert (ours / name).read_bytes() == (engine / name).read_bytes(), name
+
+
+def test_catalogs_are_parquet_that_duckdb_reads(built: dict) -> None:
+    assert built["catalog"].success
+    root = built["store"].data_root
+    for table in ("worlds", "tasks", "costs"):
+        for wid in TWO:
+            assert list((root / "catalog" / table / f"world_id={wid}").glob("*.parquet")), (table, wid)
+    con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
+    try:
+        worlds = con.execute("SELECT world_id, tasks, oracle_pass, null_pass FROM worlds ORDER BY world_id").fetchall()
+        assert [w[0] for w in worlds] == sorted(TWO)
+        assert all(w[1] == w[2] and w[3] == 0 for w in worlds)
+        stages = con.execute("SELECT count(DISTINCT stage), count(DISTINCT world_id) FROM costs").fetchone()
+        assert stages == (len(STAGES), 2)
+        n_tasks = con.execute("SELECT count(*) FROM tasks").fetchone()[0]
+        assert n_tasks == sum(w[1] for w in worlds)
+    finally:
+        con.close()
+    [mat] = built["catalog"].asset_materializations_for_node("world_catalog")
+    assert mat.metadata["tasks/rows"].value == n_tasks and mat.metadata["worlds/worlds"].value == 2
+
+
+def wf(*args: str, data: Path, home: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, WORLDFACTORY_DATA=str(data), DAGSTER_HOME=str(home))
+    return subprocess.run([PYTHON, "-m", "worldfactory.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_query_cli_answers(built: dict) -> None:
+    data, home = built["store"].data_root, built["base"] / "home"
+    r = wf("query", "SELECT domain, count(*) AS worlds FROM worlds GROUP BY domain ORDER BY domain", "--json",
+           data=data, home=home)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert rows == [{"domain": wid.split(".")[0], "worlds": 1} for wid in sorted(TWO)]
+    text = wf("query", "SELECT family, count(*) AS n FROM tasks GROUP BY family ORDER BY family", data=data,
+              home=home)
+    assert text.returncode == 0 and "lookup_act" in text.stdout and "row(s)" in text.stdout
+    bad = wf("query", "DELETE FROM tasks", data=data, home=home)
+    assert bad.returncode == 2 and "only SELECT" in bad.stderr
+
+
+def test_corrupted_template_fails_its_check_and_stops_that_world_only(tmp_path: Path) -> None:
+    templates = tmp_path / "templates"
+    shutil.copytree(ROOT / "world_templates", templates)
+    pack = templates / "domains" / "insurance-claims.yaml"
+    pack.write_text(pack.read_text().replace("  - name: repair_vendors\n", (
+        "  - name: orphan_ledger\n    singular: orphan entry\n    label: memo\n    rows: 5\n    columns:\n"
+        "      - {name: memo, gen: company_name}\n  - name: repair_vendors\n"), 1))
+    broken, fine = "insurance-claims.regional--v001", "litigation-firm.national--v001"
+    store = WorldStore(root=str(tmp_path / "data"), templates_root=str(templates))
+    defs = make_definitions(store)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("world", [broken, fine])
+        bad = run_world(defs, instance, broken)
+        good = run_world(defs, instance, fine)
+    assert not bad.success and good.success
+    [failed] = [e for e in bad.get_asset_check_evaluations() if not e.passed]
+    assert failed.check_name == "schema_loads"
+    assert "not connected" in failed.metadata["reason"].value and "orphan_ledger" in failed.metadata["reason"].value
+    assert [m.asset_key.path[-1] for m in bad.get_asset_materialization_events()] == ["world_brief", "world_schema"]
+    assert not (tmp_path / "data" / "worlds" / broken).exists()
+    assert (tmp_path / "data" / "worlds" / fine / "world.json").is_file()
+    assert len(good.get_asset_materialization_events()) == len(STAGES)
+
+
+def test_bundle_refuses_unproven_or_stale_stages(built: dict, tmp_path: Path) -> None:
+    """Blocking checks stop a run; across runs, the bundle stage itself refuses stale proofs."""
+    src = built["store"].work(TWO[0]).path
+    store = WorldStore(root=str(tmp_path / "data"))
+    shutil.copytree(src, store.work(TWO[0]).path)
+    tasks = store.work(TWO[0]).path / "tasks.jsonl"
+    tasks.write_text(tasks.read_text().replace("lookup", "look up", 1))
+    defs = make_definitions(store)
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("world", [TWO[0]])
+        res = defs.resolve_job_def("world_build").execute_in_process(
+            instance=instance, partition_key=TWO[0], raise_on_error=False, run_config=QUIET,
+            asset_selection=[dg.AssetKey("world_bundle")])
+    assert not res.success
+    [failure] = res.get_step_failure_events()
+    assert "proof of world_tasks is stale" in root_cause(failure.step_failure_data.error)
+    assert not (tmp_path / "data" / "worlds" / TWO[0]).exists()
+
+
+def test_sensor_registers_registry_and_brief_worlds(tmp_path: Path) -> None:
+    store = WorldStore(root=str(tmp_path / "data"))
+    briefs = tmp_path / "data" / "briefs"
+    briefs.mkdir(parents=True)
+    (briefs / "harbor-mutual.yaml").write_text(
+        "domain: insurance-claims\ncompany_type: regional\ncompany_name: Harbor Mutual\nvariants: 2\n")
+    (briefs / "broken.yaml").write_text("domain: insurance-claims\ncompany_type: galactic\n")
+    mark_deleted(store.data_root, EXAMPLES[2])
+    with dg.instance_for_test() as instance:
+        ctx = dg.build_sensor_context(instance=instance, resources={"world_store": store})
+        result = world_registry_sensor(ctx)
+        expected = [*EXAMPLES[:2], "brief.harbor-mutual--v001", "brief.harbor-mutual--v002"]
+        assert [r.partition_key for r in result.run_requests] == expected
+        assert all(r.job_name in (None, "world_build") for r in result.run_requests)
+        [add] = result.dynamic_partitions_requests
+        assert list(add.partition_keys) == expected
+        instance.add_dynamic_partitions("world", list(add.partition_keys))
+        again = world_registry_sensor(dg.build_sensor_context(instance=instance, resources={"world_store": store}))
+        assert not again.run_requests
+        assert "broken.yaml" in again.skip_reason.skip_message and "galactic" in again.skip_reason.skip_message
+
+
+def test_nightly_rebuild_requests_every_world_at_three(tmp_path: Path) -> None:
+    defs = make_definitions(WorldStore(root=str(tmp_path / "data")))
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("world", TWO)
+        day = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+        first = dg.evaluate_automation_conditions(defs=defs, instance=instance,
+                                                  evaluation_time=day.replace(hour=2))
+        assert first.total_requested == 0
+        nightly = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=first.cursor,
+                                                    evaluation_time=day.replace(hour=3, minute=5))
+        assert nightly.total_requested == len(TWO) * len(STAGES)
+        for stage in STAGES:
+            assert set(nightly.get_requested_partitions(dg.AssetKey(stage.name))) == set(TWO)
+        later = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=nightly.cursor,
+                                                  evaluation_time=day.replace(hour=3, minute=10))
+        assert later.total_requested == 0
+        for wid in TWO:  # the nightly runs happen: the catalog refresh waits for the bundles
+            instance.report_runless_asset_event(dg.AssetMaterialization("world_bundle", partition=wid))
+        catalog = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=later.cursor,
+                                                    evaluation_time=day.replace(hour=3, minute=35))
+        assert catalog.get_num_requested(dg.AssetKey("world_catalog")) == 1
+
+
+def test_cli_build_registers_and_delete_removes(tmp_path: Path) -> None:
+    data, home = tmp_path / "data", tmp_path / "home"
+    wid = EXAMPLES[2]
+    r = wf("build", wid, "--json", data=data, home=home)
+    assert r.returncode == 0, r.stderr
+    [row] = json.loads(r.stdout)
+    assert row["world_id"] == wid and row["run_id"] and not row["skipped"]
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        assert instance.has_dynamic_partition("world", wid)
+        run = instance.get_run_by_id(row["run_id"])
+        assert run is not None and run.is_success and run.tags.get("dagster/partition") == wid
+    finally:
+        instance.dispose()
+    assert (data / "catalog.duckdb").is_file()
+    gone = wf("delete", wid, data=data, home=home)
+    assert gone.returncode == 0, gone.stderr
+    assert f"worlds/{wid}" in gone.stdout and "Dagster partition" in gone.stdout and f"world_id={wid}" in gone.stdout
+    assert not (data / "worlds" / wid).exists() and not list((data / "catalog").glob(f"*/world_id={wid}"))
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        assert not instance.has_dynamic_partition("world", wid)
+    finally:
+        instance.dispose()
+    again = wf("delete", wid, data=data, home=home)
+    assert again.returncode == 2 and f"no world '{wid}'" in again.stderr
+    unknown = wf("delete", "not-a-world", data=data, home=home)
+    assert unknown.returncode == 2 and "not a world ID" in unknown.stderr
+
+
+def test_engine_never_imports_dagster() -> None:
+    code = ("import sys, pkgutil, importlib, worldfactory\n"
+            "for m in pkgutil.walk_packages(worldfactory.__path__, 'worldfactory.'):\n"
+            "    importlib.import_module(m.name)\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'dagster'))\n")
+    r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
