@@ -1,0 +1,110 @@
+"""End to end: a real webserver and daemon on loopback run a backfill of three worlds launched over GraphQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from tests.conftest import EXAMPLES, PYTHON, ROOT
+from worldfactory.build.stages import STAGES
+
+REPO = {"repositoryLocationName": "worldfactory", "repositoryName": "__repository__"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def graphql(port: int, query: str, variables: dict | None = None) -> dict:
+    body = json.dumps({"query": query, "variables": variables or {}}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=body,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        out = json.loads(resp.read())
+    assert "errors" not in out, out["errors"]
+    return out["data"]
+
+
+def wait_until_up(port: int, proc: subprocess.Popen, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "dagster dev exited early"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2):
+                pass
+            data = graphql(port, "{ repositoriesOrError { ... on RepositoryConnection { nodes { name } } } }")
+            if data["repositoriesOrError"].get("nodes"):
+                return
+        except (urllib.error.URLError, ConnectionError, TimeoutError, AssertionError):
+            pass
+        time.sleep(1)
+    raise AssertionError("the Dagster webserver did not come up in time")
+
+
+def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
+    home, data, templates = tmp_path / "home", tmp_path / "data", tmp_path / "templates"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    shutil.copytree(ROOT / "world_templates", templates)
+    (templates / "registry.yaml").write_text("seed_types: []\nvariants: 0\n")  # the sensor adds nothing here
+    port = free_port()
+    env = dict(os.environ, DAGSTER_HOME=str(home), WORLDFACTORY_DATA=str(data),
+               WORLDFACTORY_TEMPLATES=str(templates))
+    log = (tmp_path / "dagster-dev.log").open("w")
+    proc = subprocess.Popen([PYTHON, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+                             "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        wait_until_up(port, proc, time.monotonic() + 180)
+        for wid in EXAMPLES:
+            added = graphql(port, """
+                mutation($repo: RepositorySelector!, $key: String!) {
+                  addDynamicPartition(repositorySelector: $repo, partitionsDefName: "world", partitionKey: $key) {
+                    __typename ... on PythonError { message } } }""", {"repo": REPO, "key": wid})
+            assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
+        launched = graphql(port, """
+            mutation($params: LaunchBackfillParams!) {
+              launchPartitionBackfill(backfillParams: $params) {
+                __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
+            {"params": {"partitionNames": EXAMPLES, "assetSelection": [{"path": [s.name]} for s in STAGES]}})
+        result = launched["launchPartitionBackfill"]
+        assert result["__typename"] == "LaunchBackfillSuccess", result
+        backfill_id = result["backfillId"]
+        status = ""
+        deadline = time.monotonic() + 420
+        while time.monotonic() < deadline:
+            polled = graphql(port, """
+                query($id: String!) { partitionBackfillOrError(backfillId: $id) {
+                  ... on PartitionBackfill { status numPartitions } } }""", {"id": backfill_id})
+            status = polled["partitionBackfillOrError"]["status"]
+            if status not in ("REQUESTED", "IN_PROGRESS"):
+                break
+            time.sleep(2)
+        assert status == "COMPLETED_SUCCESS", (status, (tmp_path / "dagster-dev.log").read_text()[-4000:])
+        node = graphql(port, """
+            { assetNodeOrError(assetKey: {path: ["world_bundle"]}) { ... on AssetNode {
+                assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions } } } } }""")
+        done = node["assetNodeOrError"]["assetPartitionStatuses"]["materializedPartitions"]
+        assert sorted(done) == sorted(EXAMPLES)
+        for wid in EXAMPLES:
+            assert (data / "worlds" / wid / "world.json").is_file()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        log.close()
+    assert proc.poll() is not None
+    leftovers = subprocess.run(["pgrep", "-f", f"-p {port}"], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""
