@@ -16,6 +16,7 @@ def wf(*args: str, data: Path | None = None) -> subprocess.CompletedProcess[str]
     env = dict(os.environ)
     if data is not None:
         env["WORLDFACTORY_DATA"] = str(data)
+        env["DAGSTER_HOME"] = str(data.parent / f"{data.name}-dagster-home")
     return subprocess.run([PYTHON, "-m", "worldfactory.cli", *args], capture_output=True, text=True, env=env,
                           timeout=300)
 
@@ -58,3 +59,24 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     r = wf("build", "garbage", data=tmp_path)
     assert r.returncode == 2 and "not a world ID" in r.stderr
     assert not (tmp_path / "worlds").exists() or not any((tmp_path / "worlds").iterdir())
+
+
+def test_brief_file_builds_its_own_world(tmp_path: Path) -> None:
+    briefs = tmp_path / "briefs"
+    briefs.mkdir(parents=True)
+    (briefs / "harbor-mutual.yaml").write_text(
+        "domain: insurance-claims\ncompany_type: regional\ncompany_name: Harbor Mutual\n"
+        "rules: {adjuster_approval_limit: 1234}\n")
+    r = wf("build", "brief.harbor-mutual--v001", "--no-dagster", "--json", data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    brief = json.loads((tmp_path / "worlds" / "brief.harbor-mutual--v001" / "brief.json").read_text())
+    assert brief["company_name"] == "Harbor Mutual" and brief["rules"]["adjuster_approval_limit"] == 1234
+    assert brief["seed_type"] == "insurance-claims.regional"
+    (briefs / "harbor-mutual.yaml").write_text("domain: insurance-claims\ncompany_type: regional\n"
+                                               "rules: {free_lunch: 1}\n")
+    bad = wf("build", "brief.harbor-mutual--v002", "--no-dagster", data=tmp_path)
+    assert bad.returncode == 2
+    assert "harbor-mutual.yaml: field 'rules.free_lunch'" in bad.stderr
+    missing = wf("build", "brief.nowhere--v001", "--no-dagster", data=tmp_path)
+    assert missing.returncode == 2 and "nowhere.yaml: no such brief file" in missing.stderr
+    assert sorted(p.name for p in (tmp_path / "worlds").iterdir()) == ["brief.harbor-mutual--v001"]

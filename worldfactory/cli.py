@@ -101,7 +101,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             results, failures = _build_dagster(ids, root, args.force, on_stage, on_done)
     _print_results(results, args.json)
     for wid, why in failures:
-        ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False)
+        ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False, soft_wrap=True)
     if failures and not args.no_dagster:
         ERR.print("Each failed run is in the Dagster UI with its checks and logs: `worldfactory ui`.")
     return 1 if failures else 0
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args))
     except USER_ERRORS as exc:
-        ERR.print(f"error: {exc}", markup=False, highlight=False)
+        ERR.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
         return 2
 
 
