@@ -20,6 +20,7 @@ PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfacto
 NIGHTLY_CRON = "0 3 * * *"
 NIGHTLY = dg.AutomationCondition.on_cron(NIGHTLY_CRON, cron_timezone="UTC")
 GROUP = "world"
+COST_KEYS = ("cpu_seconds", "wall_seconds", "llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections")
 
 
 def report_metadata(report: StageReport, store: WorldStore) -> dict[str, Any]:
@@ -48,6 +49,17 @@ def proof_metadata(proof: Proof) -> dict[str, Any]:
     return meta
 
 
+def batch_metadata(reports: list[StageReport]) -> dict[str, Any]:
+    """A batched run (several worlds in one step): totals, plus each world's counts and cost."""
+    total = {key: sum(getattr(r.cost, key) for r in reports) for key in COST_KEYS}
+    meta: dict[str, Any] = {"worlds_in_run": dg.MetadataValue.int(len(reports))}
+    meta.update({k: dg.MetadataValue.float(v) if isinstance(v, float) else dg.MetadataValue.int(v)
+                 for k, v in total.items()})
+    meta["per_world"] = dg.MetadataValue.json({r.world_id: {**r.counts, **r.cost.model_dump(), "files": r.files}
+                                               for r in reports})
+    return meta
+
+
 def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefinition:
     """The asset for one engine stage, with its proof as a blocking asset check.
 
@@ -55,6 +67,10 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefi
     costs Dagster a handful of event-log writes, and a world's stages are short, so this halves
     the orchestration overhead. A failed check still records the materialization and the reason,
     fails the step and keeps that world's downstream stages from running.
+
+    A run normally holds one world. A run over a range of world partitions (`worldfactory build
+    --batch N`) builds them all in each step, which spreads Dagster's fixed cost per step over N
+    worlds; it is all-or-nothing per stage, and the CLI reruns a failed batch one world per run.
     """
     stage = STAGE_BY_NAME[name]
     spec = dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves)
@@ -63,18 +79,29 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefi
               kinds={"python", "sqlite"}, automation_condition=NIGHTLY, check_specs=[spec],
               description=f"{stage.name}: writes {', '.join(stage.files)}. Proof: {stage.proves}.")
     def _asset(context: dg.AssetExecutionContext, world_store: WorldStore) -> dg.MaterializeResult:
-        world_id = context.partition_key
         hook = PROGRESS.get()
-        if hook is not None:
-            hook(world_id, stage.name)
-        ctx = world_store.context(world_id)
-        report = run_make(stage, ctx)
-        proof = run_prove(stage, ctx)
-        if not proof.passed:
-            context.log.error(f"{world_id}: check {stage.check} failed: {proof.reason}")
-        check = dg.AssetCheckResult(check_name=stage.check, passed=proof.passed,
-                                    severity=dg.AssetCheckSeverity.ERROR, metadata=proof_metadata(proof))
-        report.cost = ctx.work.costs()[stage.name]  # make + proof
-        return dg.MaterializeResult(metadata=report_metadata(report, world_store), check_results=[check])
+        reports: list[StageReport] = []
+        proofs: list[Proof] = []
+        for world_id in context.partition_keys:
+            if hook is not None:
+                hook(world_id, stage.name)
+            ctx = world_store.context(world_id)
+            report = run_make(stage, ctx)
+            proofs.append(run_prove(stage, ctx))
+            report.cost = ctx.work.costs()[stage.name]  # make + proof
+            reports.append(report)
+            if not proofs[-1].passed:
+                context.log.error(f"{world_id}: check {stage.check} failed: {proofs[-1].reason}")
+        if len(reports) == 1:
+            meta, check_meta = report_metadata(reports[0], world_store), proof_metadata(proofs[0])
+        else:
+            meta = batch_metadata(reports)
+            failed = [p for p in proofs if not p.passed]
+            check_meta = {"worlds_in_run": len(proofs), "failed_worlds": len(failed)}
+            if failed:
+                check_meta["reason"] = dg.MetadataValue.md("\n".join(f"- {p.world_id}: {p.reason}" for p in failed))
+        check = dg.AssetCheckResult(check_name=stage.check, passed=all(p.passed for p in proofs),
+                                    severity=dg.AssetCheckSeverity.ERROR, metadata=check_meta)
+        return dg.MaterializeResult(metadata=meta, check_results=[check])
 
     return _asset

@@ -77,10 +77,27 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     return "the run failed; open it in the UI (`worldfactory ui`)"
 
 
-def build_worlds(ids: list[str], store: WorldStore, force: bool = False,
+def contiguous_batches(ids: list[str], order: list[str], size: int) -> list[list[str]]:
+    """Split ids into runs of at most `size` that are contiguous in the partition order (a range run)."""
+    position = {key: i for i, key in enumerate(order)}
+    batches: list[list[str]] = []
+    for wid in sorted(ids, key=position.__getitem__):
+        last = batches[-1] if batches else None
+        if last and len(last) < size and position[wid] == position[last[-1]] + 1:
+            last.append(wid)
+        else:
+            batches.append([wid])
+    return batches
+
+
+def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: int = 1,
                  on_stage: Callable[[str, str], None] | None = None,
                  on_done: Callable[[WorldOutcome], None] | None = None) -> list[WorldOutcome]:
-    """Register each world as a partition and materialize its stages, one run per world."""
+    """Register each world as a partition and materialize its stages: one run per world, or per batch.
+
+    A batch is a run over a contiguous range of world partitions; if it fails, its worlds are
+    rebuilt one run each, so a bad world is named precisely and the good ones still land.
+    """
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     instance = open_instance()
@@ -91,26 +108,45 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False,
     if new:
         instance.add_dynamic_partitions(world_partitions.name, new)
     ts = store.templates()
-    outcomes = []
+    outcomes: dict[str, WorldOutcome] = {}
+
+    def finish(outcome: WorldOutcome) -> None:
+        outcomes[outcome.world_id] = outcome
+        if on_done is not None:
+            on_done(outcome)
+
+    todo = []
+    for wid in ids:
+        unmark_deleted(store.data_root, wid)  # built by name: the registry may keep it again
+        if not force and is_up_to_date(store.data_root / "worlds" / wid, inputs_fingerprint(ts, wid, store.briefs_dir)):
+            finish(WorldOutcome(world_id=wid, ok=True, skipped=True))
+        else:
+            todo.append(wid)
+    order = instance.get_dynamic_partitions(world_partitions.name)
     token = PROGRESS.set(on_stage)
     try:
-        for wid in ids:
-            unmark_deleted(store.data_root, wid)  # built by name: the registry may keep it again
-            dest = store.data_root / "worlds" / wid
-            if not force and is_up_to_date(dest, inputs_fingerprint(ts, wid, store.briefs_dir)):
-                outcome = WorldOutcome(world_id=wid, ok=True, skipped=True)
-            else:
-                res = job.execute_in_process(instance=instance, partition_key=wid, raise_on_error=False,
+        for group in contiguous_batches(todo, order, max(1, batch)):
+            if len(group) == 1:
+                res = job.execute_in_process(instance=instance, partition_key=group[0], raise_on_error=False,
                                              run_config=QUIET)
-                outcome = WorldOutcome(world_id=wid, ok=res.success, run_id=res.run_id,
-                                       failure="" if res.success else _failure(res))
-            outcomes.append(outcome)
-            if on_done is not None:
-                on_done(outcome)
+            else:
+                res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
+                    "dagster/asset_partition_range_start": group[0],
+                    "dagster/asset_partition_range_end": group[-1]})
+            if res.success or len(group) == 1:
+                for wid in group:
+                    finish(WorldOutcome(world_id=wid, ok=res.success, run_id=res.run_id,
+                                        failure="" if res.success else _failure(res)))
+                continue
+            for wid in group:  # isolate the failure: one run per world
+                one = job.execute_in_process(instance=instance, partition_key=wid, raise_on_error=False,
+                                             run_config=QUIET)
+                finish(WorldOutcome(world_id=wid, ok=one.success, run_id=one.run_id,
+                                    failure="" if one.success else _failure(one)))
     finally:
         PROGRESS.reset(token)
     defs.resolve_job_def("catalog_refresh").execute_in_process(instance=instance, run_config=QUIET)
-    return outcomes
+    return [outcomes[w] for w in ids]
 
 
 def delete_world(world_id: str, store: WorldStore) -> list[str]:

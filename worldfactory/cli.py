@@ -84,21 +84,25 @@ def cmd_build(args: argparse.Namespace) -> int:
                         console=ERR, transient=False)
     with progress:
         bar = progress.add_task("building", total=len(ids) * len(STAGES))
-        finished = 0
+        started: set[tuple[str, str]] = set()
+        done: set[str] = set()
+
+        def moved(description: str) -> None:
+            count = len(done) * len(STAGES) + sum(1 for w, _ in started if w not in done)
+            progress.update(bar, completed=min(count, len(ids) * len(STAGES)), description=description)
 
         def on_stage(wid: str, stage: str) -> None:
-            progress.update(bar, completed=finished * len(STAGES) + STAGES.index(stage),
-                            description=f"{wid}: {stage}")
+            started.add((wid, stage))
+            moved(f"{wid}: {stage}")
 
         def on_done(wid: str, ok: bool) -> None:
-            nonlocal finished
-            finished += 1
-            progress.update(bar, completed=finished * len(STAGES), description=f"{wid}: {'done' if ok else 'FAILED'}")
+            done.add(wid)
+            moved(f"{wid}: {'done' if ok else 'FAILED'}")
 
         if args.no_dagster:
             results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done)
         else:
-            results, failures = _build_dagster(ids, root, args.force, on_stage, on_done)
+            results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done)
     _print_results(results, args.json)
     for wid, why in failures:
         ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False, soft_wrap=True)
@@ -122,13 +126,14 @@ def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: An
     return results, failures
 
 
-def _build_dagster(ids: list[str], root: Path, force: bool, on_stage: Any, on_done: Any) -> tuple[list, list]:
+def _build_dagster(ids: list[str], root: Path, force: bool, batch: int, on_stage: Any,
+                   on_done: Any) -> tuple[list, list]:
     from pipelines.runner import build_worlds
     from resources.world_store import WorldStore
     from worldfactory.build.pipeline import up_to_date_result
 
     store = WorldStore(root=str(root.resolve()), templates_root=templates_root() or "")
-    outcomes = build_worlds(ids, store, force=force, on_stage=on_stage,
+    outcomes = build_worlds(ids, store, force=force, batch=batch, on_stage=on_stage,
                             on_done=lambda o: on_done(o.world_id, o.ok))
     results, failures = [], []
     for o in outcomes:
@@ -285,6 +290,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--examples", action="store_true", help="also build the catalog's example worlds")
     b.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/): bundles go to DATA/worlds")
     b.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    b.add_argument("--batch", type=int, default=1, metavar="N",
+                   help="build up to N worlds per Dagster run (less overhead; a failed batch is rebuilt "
+                        "one world per run)")
     b.add_argument("--no-dagster", action="store_true",
                    help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")

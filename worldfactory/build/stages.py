@@ -9,6 +9,7 @@ can only be published from proven stages, whichever way its stages were run.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -398,6 +399,7 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
     return proof
 
 
+@functools.cache
 def engine_fingerprint() -> str:
     """Hash of the engine's own source: a world is up to date only if this and the templates match."""
     root = Path(worldfactory.__file__).parent
