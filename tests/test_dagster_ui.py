@@ -98,13 +98,28 @@ def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
         for wid in EXAMPLES:
             assert (data / "worlds" / wid / "world.json").is_file()
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop_group(proc)
         log.close()
     assert proc.poll() is not None
-    leftovers = subprocess.run(["pgrep", "-f", f"-p {port}"], capture_output=True, text=True)
-    assert leftovers.stdout.strip() == ""
+    leftovers = subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True, text=True)
+    assert leftovers.returncode == 1 and leftovers.stdout == "", leftovers.stdout  # nothing of ours is left
+
+
+def stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the webserver's whole process group (webserver, daemon, code servers), then SIGKILL stragglers."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if subprocess.run(["pgrep", "-g", str(proc.pid)], capture_output=True).returncode == 1:
+            return
+        time.sleep(0.5)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    proc.wait(timeout=30)
+    time.sleep(1)

@@ -30,6 +30,7 @@ from worldfactory.build.probes import probes_for
 from worldfactory.build.schema import build_spec, check_schema, schema_sql
 from worldfactory.build.tasks import generate_tasks
 from worldfactory.build.tools import tool_specs, tools_json, tools_source
+from worldfactory.build.validity import check_world, report_jsonl, summary
 from worldfactory.build.verifiers import VerifierError, build_verifiers, check_verifiers, verifiers_json
 from worldfactory.runtime.world import World
 from worldfactory.sandbox import check_tools_in_sandbox
@@ -38,7 +39,7 @@ from worldfactory.spec import Brief, Task, WorldSpec
 from worldfactory.templates import TemplateSet
 
 BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json", "tasks.jsonl",
-                "verifiers.json", "README.md", "world.json")
+                "verifiers.json", "verifier_report.jsonl", "README.md", "world.json")
 
 
 class StageError(ValueError):
@@ -215,8 +216,18 @@ def make_verifiers(ctx: BuildContext) -> dict[str, int]:
     world = ctx.world("world_verifiers", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py",
                                           "tools.json", "tasks.jsonl"))
     verifiers = build_verifiers(world, list(world.tasks.values()))
+    graded = World({**world.files, "verifiers.json": verifiers_json(verifiers).encode()})
+    reports = check_world(graded)
+    dropped = {r.task_id: r.problems for r in reports if not r.valid}
+    if dropped:  # a task whose grader can be fooled is not served
+        verifiers["tasks"] = {k: v for k, v in verifiers["tasks"].items() if k not in dropped}
+        verifiers["dropped"] = dropped
+    verifiers["validity"] = summary(reports)
     ctx.work.write("verifiers.json", verifiers_json(verifiers).encode())
-    return {"verifiers": len(verifiers["tasks"])}
+    ctx.work.write("verifier_report.jsonl", report_jsonl(reports).encode())
+    v = verifiers["validity"]
+    return {"verifiers": len(verifiers["tasks"]), "dropped": len(dropped), "mutants": v["mutants"],
+            "mutants_caught": v["caught"], "mutants_equivalent": v["equivalent"], "mutants_missed": v["missed"]}
 
 
 def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
@@ -243,12 +254,14 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     spec = ctx.spec("world_bundle")
     files = ctx.work.files(BUNDLE_FILES[:-2])
     tools = tool_specs(spec)
-    tasks = ctx.tasks("world_bundle")
+    served = json.loads(files["verifiers.json"])
+    tasks = [t for t in ctx.tasks("world_bundle") if t.task_id in served["tasks"]]
     seed = proofs["seed_database"].details
     row_counts = {t.name: int(seed[f"rows.{t.name}"]) for t in spec.tables}
     v = proofs["world_verifiers"].details
     verification = {"tasks": int(v["tasks"]), "oracle_pass": int(v["oracle_pass"]), "null_pass": int(v["null_pass"])}
     manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs)
+    manifest["verifier_validity"] = served.get("validity", {})
     readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)
@@ -319,9 +332,24 @@ def prove_tasks(ctx: BuildContext) -> dict[str, int | float | str]:
 
 
 def prove_verifiers(ctx: BuildContext) -> dict[str, int | float | str]:
+    """Oracle 1 and null 0 for every served task, and a validity report that backs every one of them."""
     world = ctx.world("world_verifiers", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py",
-                                          "tools.json", "tasks.jsonl", "verifiers.json"))
-    return dict(check_verifiers(world))
+                                          "tools.json", "tasks.jsonl", "verifiers.json", "verifier_report.jsonl"))
+    details: dict[str, int | float | str] = dict(check_verifiers(world))
+    rows = [json.loads(line) for line in world.files["verifier_report.jsonl"].decode().splitlines() if line]
+    by_id = {r["task_id"]: r for r in rows}
+    for task_id in world.tasks:
+        row = by_id.get(task_id)
+        if row is None or not row["valid"]:
+            raise VerifierError(f"task {task_id} is served but its validity report is missing or failed")
+    missed = sum(r["missed"] for r in rows if r["task_id"] in world.tasks)
+    if missed:
+        raise VerifierError(f"{missed} mutants that differ from gold pass their verifier")
+    v = world.verifiers.get("validity", {})
+    details.update({"caught_mutant_rate": float(v.get("caught_rate", 0.0)), "mutants": int(v.get("mutants", 0)),
+                    "mutants_caught": int(v.get("caught", 0)), "mutants_equivalent": int(v.get("equivalent", 0)),
+                    "tasks_dropped": int(v.get("dropped", 0)), "reordered_pass": int(v.get("reordered_pass", 0))})
+    return details
 
 
 def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
@@ -355,8 +383,9 @@ STAGES: tuple[Stage, ...] = (
           "in the sandbox", make_tools, prove_tools, ("tools.py", "tools.json")),
     Stage("world_tasks", "oracles_run", "every oracle plan runs on a fresh seed copy without error",
           make_tasks, prove_tasks, ("tasks.jsonl",)),
-    Stage("world_verifiers", "verifiers_valid", "every oracle scores 1 and doing nothing scores 0",
-          make_verifiers, prove_verifiers, ("verifiers.json",)),
+    Stage("world_verifiers", "verifiers_valid", "every oracle scores 1, doing nothing scores 0, every mutant "
+          "that differs from gold scores 0, reordered independent steps still score 1",
+          make_verifiers, prove_verifiers, ("verifiers.json", "verifier_report.jsonl")),
     Stage("world_bundle", "bundle_complete", "the published bundle opens and its files match world.json",
           make_bundle, prove_bundle, ("README.md", "world.json")),
 )

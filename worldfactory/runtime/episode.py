@@ -12,6 +12,8 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -127,6 +129,19 @@ class Episode:
         """The episode's current database bytes (for byte-identical checks)."""
         with self._lock:
             return self.conn.serialize()
+
+    @contextmanager
+    def attached(self, name: str, image: bytes) -> Iterator[sqlite3.Connection]:
+        """The episode's connection with another database image attached as `name` (harness use only)."""
+        with self._lock:
+            self._allow_attach = True
+            self.conn.execute(f"ATTACH DATABASE ':memory:' AS {name}")
+            try:
+                self.conn.deserialize(image, name=name)
+                yield self.conn
+            finally:
+                self.conn.execute(f"DETACH DATABASE {name}")
+                self._allow_attach = False
 
     def diff(self) -> dict[str, Any]:
         """Normalised changes against the seed, over every table that was written."""

@@ -88,6 +88,8 @@ class World:
                     task = Task.model_validate_json(line)
                     self.tasks[task.task_id] = task
         self.verifiers: dict[str, Any] = json.loads(files["verifiers.json"]) if "verifiers.json" in files else {}
+        for task_id in self.verifiers.get("dropped", {}):  # its grader failed the validity check: not served
+            self.tasks.pop(task_id, None)
         self.manifest: dict[str, Any] = json.loads(files["world.json"]) if "world.json" in files else {}
 
     @classmethod
