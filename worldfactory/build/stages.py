@@ -205,7 +205,13 @@ def make_tools(ctx: BuildContext) -> dict[str, int]:
 def make_tasks(ctx: BuildContext) -> dict[str, int]:
     spec = ctx.spec("world_tasks")
     names = {t["name"] for t in json.loads(ctx.work.read("tools.json", "world_tasks"))}
-    tasks = generate_tasks(spec, names, ctx.work.read("seed.db", "world_tasks"))
+    world = ctx.world("world_tasks", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json"))
+
+    def replays(task: Task) -> bool:  # a task is only added if its oracle runs cleanly on a fresh seed copy
+        with world.episode() as ep:
+            return all(ep.call(c.tool, c.args).ok for c in task.oracle)
+
+    tasks = generate_tasks(spec, names, ctx.work.read("seed.db", "world_tasks"), replays)
     ctx.work.write("tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks).encode())
     steps = sorted(len(t.oracle) for t in tasks)
     return {"tasks": len(tasks), "families": len({t.family for t in tasks}),

@@ -3,15 +3,21 @@
 Families come from the spec, not from per-domain lists, so every domain pack gets them:
 - lookup_act: find a record as a person names it, then act on it (transition or update);
 - conditional: check a business rule, then take one of two actions;
-- bulk: act on every record that matches a predicate;
-- retrieval: answer a question exactly (count, sum, field, list).
-Instructions name records by their human label (names, numbers), never internal ids.
+- bulk: act on every record that matches a predicate (also whole-state sweeps, and one
+  year-end close of 1,000 calls or more);
+- workflow: create and link records, then notify a contact (see task_compound.py);
+- retrieval: answer a question exactly (count, sum, field, list);
+- decline: a request a business rule forbids; nothing may change and the answer names the rule.
+Instructions name records by their human label (names, numbers), never internal ids. When a
+validator is given (the tasks stage passes one that replays the oracle), a task whose oracle
+does not run cleanly is never added.
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +27,8 @@ from worldfactory.build.workflow import guards_hold, id_param, render_verb, slug
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import ColumnDef, TableDef, Task, ToolCall, Transition, WorldSpec
 
-FAMILY_QUOTAS = {"lookup_act": 40, "conditional": 16, "bulk": 16, "retrieval": 32}
+FAMILY_QUOTAS = {"lookup_act": 24, "conditional": 16, "bulk": 16, "sweep": 7, "workflow": 22, "retrieval": 20,
+                 "decline": 8}
 BULK_MAX = 40
 SEARCH_MAX = 500
 
@@ -52,8 +59,10 @@ def _cap(text: str) -> str:
 
 
 class TaskBuilder:
-    def __init__(self, spec: WorldSpec, tool_names: set[str], seed_image: bytes) -> None:
+    def __init__(self, spec: WorldSpec, tool_names: set[str], seed_image: bytes,
+                 validate: Callable[[Task], bool] | None = None) -> None:
         self.spec = spec
+        self.validate = validate
         self.tools = tool_names
         self.conn = open_image(seed_image)
         self.rng: random.Random = stage_rng(spec.brief.generation_seed, "tasks")
@@ -103,11 +112,35 @@ class TaskBuilder:
             answer: Any = None, answer_type: str | None = None) -> bool:
         if instruction in self.instructions:
             return False
-        self.instructions.add(instruction)
         n = sum(1 for t in self.tasks if t.family == family) + 1
-        self.tasks.append(Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
-                               answer=answer, answer_type=answer_type, target=target))
+        task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
+                    answer=answer, answer_type=answer_type, target=target)
+        if self.validate is not None and not self.validate(task):
+            return False
+        self.instructions.add(instruction)
+        self.tasks.append(task)
         return True
+
+    def getter(self, table: TableDef, row: dict[str, Any]) -> list[ToolCall]:
+        """Reading the record before acting on it, as a careful operator would."""
+        name = f"get_{slug(table.singular)}"
+        return [ToolCall(tool=name, args={id_param(table): row["id"]})] if name in self.tools else []
+
+    def notify(self, table: TableDef, row: dict[str, Any], what: str) -> tuple[str, list[ToolCall]] | None:
+        """Email a contact about the record: the instruction's clause and the calls it takes."""
+        if "create_email" not in self.tools or "contacts" not in {t.name for t in self.spec.tables}:
+            return None
+        contacts = self.spec.table("contacts")
+        rows = _rows(self.conn, "SELECT * FROM contacts ORDER BY id")
+        contact = self.rng.choice(rows) if rows else None
+        caddr = self.address(contacts, contact) if contact else None
+        if contact is None or caddr is None:
+            return None
+        label = row.get(table.label) if table.label else None
+        subject = f"{_cap(table.singular)} {label}: {what}" if label else f"{_cap(table.singular)} update: {what}"
+        calls = caddr.lookup + [ToolCall(tool="create_email", args={
+            "subject": subject, "body": f"Update on the {table.singular}: {what}.", "contact_id": contact["id"]})]
+        return f"email {caddr.text.removeprefix('contact ')} about it with the subject \"{subject}\"", calls
 
     def _transitions(self) -> list[tuple[TableDef, Transition]]:
         return [(t, tr) for t in self.spec.tables if t.workflow for tr in t.workflow.transitions
@@ -158,7 +191,7 @@ class TaskBuilder:
             if kind == "transition":
                 verb = render_verb(tr, addr.text, args)
                 call = ToolCall(tool=tr.name, args={id_param(table): row["id"], **args})
-                oracle = addr.lookup + [call]
+                oracle = addr.lookup + self.getter(table, row) + [call]
             else:
                 change = self._update_change(table, row)
                 if change is None:
@@ -167,7 +200,11 @@ class TaskBuilder:
                 call = ToolCall(tool=f"update_{slug(table.singular)}",
                                 args={id_param(table): row["id"], **call_args})
                 verb = verb.format(obj=addr.text)
-                oracle = addr.lookup + extra + [call]
+                oracle = addr.lookup + self.getter(table, row) + extra + [call]
+            if self.rng.random() < 0.6:
+                told = self.notify(table, row, "done")
+                if told is not None:
+                    verb, oracle = f"{verb}, then {told[0]}", oracle + told[1]
             phrase = self.rng.choice(ACT_PHRASES)
             made += self.add("lookup_act", phrase.format(Verb=_cap(verb), verb=verb), oracle, table.name)
 
@@ -222,10 +259,13 @@ class TaskBuilder:
             chosen, chosen_args = (tr, args) if passes else (alt, alt_args)
             text = self.rng.choice(COND_PHRASES).format(
                 obj=addr.text, says=says, a=render_verb(tr, "it", args), b=render_verb(alt, "it", alt_args))
-            oracle = addr.lookup + [
+            oracle = addr.lookup + self.getter(table, row) + [
                 ToolCall(tool="search_business_rules", args={"name": rule_name}),
                 ToolCall(tool=chosen.name, args={id_param(table): row["id"], **chosen_args}),
             ]
+            told = self.notify(table, row, "decision made")
+            if told is not None:
+                text, oracle = f"{text.rstrip('.')}. Then {told[0]}.", oracle + told[1]
             made += self.add("conditional", _cap(text), oracle, table.name)
 
     def bulk(self, quota: int) -> None:
@@ -244,7 +284,7 @@ class TaskBuilder:
                         if row[col.name] is not None:
                             groups[row[col.name]].append(row)
                     for pid, rows in sorted(groups.items()):
-                        if 2 <= len(rows) <= BULK_MAX:
+                        if 3 <= len(rows) <= BULK_MAX:
                             pool.append((table, tr, col, state, pid, rows))
                 pools.append(pool)
         made = 0
@@ -340,14 +380,21 @@ class TaskBuilder:
         return self.add("retrieval", q, paddr.lookup + [search], table.name, answer=names, answer_type="list")
 
 
-def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes) -> list[Task]:
+def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes,
+                   validate: Callable[[Task], bool] | None = None) -> list[Task]:
     """All tasks of a world, deterministic for its seed."""
-    builder = TaskBuilder(spec, tool_names, seed_image)
+    from worldfactory.build import task_compound
+
+    builder = TaskBuilder(spec, tool_names, seed_image, validate)
     try:
         builder.lookup_act(FAMILY_QUOTAS["lookup_act"])
         builder.conditional(FAMILY_QUOTAS["conditional"])
         builder.bulk(FAMILY_QUOTAS["bulk"])
+        task_compound.sweep(builder, FAMILY_QUOTAS["sweep"])
+        task_compound.year_end(builder)
+        task_compound.workflow(builder, FAMILY_QUOTAS["workflow"])
         builder.retrieval(FAMILY_QUOTAS["retrieval"])
+        task_compound.decline(builder, FAMILY_QUOTAS["decline"])
     finally:
         builder.conn.close()
     return builder.tasks

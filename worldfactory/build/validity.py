@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from worldfactory.runtime.answers import normalize_answer
+from worldfactory.runtime.answers import answers_match
 from worldfactory.runtime.diff import TableNorm
 from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World
@@ -27,6 +27,7 @@ from worldfactory.spec import Task, ToolCall
 
 Verify = Callable[[Episode, Any], Verdict]
 MUTANT_KINDS = ("drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer")
+LONG_PLAN = 20
 
 
 class Mutant(BaseModel):
@@ -118,13 +119,37 @@ def same_state(ep: Episode, gold_image: bytes, tables: set[str]) -> bool:
     return True
 
 
-def _run(world: World, task: Task, calls: list[ToolCall], answer: Any, verify: Verify | None
-         ) -> tuple[Verdict, set[str], Episode]:
-    ep = world.episode(task.task_id)
-    for call in calls:
-        ep.call(call.tool, call.args)
-    verdict = verify(ep, answer) if verify else ep.verify(answer)
-    return verdict, set(ep.written), ep
+class OracleRun:
+    """The oracle replayed once, with the database image before every step that a mutant changes."""
+
+    def __init__(self, world: World, task: Task, cut_points: set[int], verify: Verify | None) -> None:
+        self.world, self.task, self.verify = world, task, verify
+        self.images: dict[int, bytes] = {}
+        ep = world.episode(task.task_id)
+        for i, call in enumerate(task.oracle):
+            if i in cut_points:
+                self.images[i] = ep.snapshot()
+            ep.call(call.tool, call.args)
+        self.written = set(ep.written)  # a superset of what any prefix wrote
+        self.gold_image = ep.snapshot()
+        self.images[len(task.oracle)] = self.gold_image
+        self.verdict = verify(ep, task.answer) if verify else ep.verify(task.answer)
+        ep.close()
+
+    def run(self, calls: list[ToolCall], answer: Any) -> tuple[Verdict, set[str], Episode]:
+        """Replay `calls`, starting from the oracle's image at the first step where they differ."""
+        plan = self.task.oracle
+        start = 0
+        while start < len(calls) and start < len(plan) and calls[start] == plan[start]:
+            start += 1
+        base = max((i for i in self.images if i <= start), default=None)
+        ep = self.world.episode(self.task.task_id)
+        if base:
+            ep.restore(self.images[base], self.written)
+        for call in calls[base or 0:]:
+            ep.call(call.tool, call.args)
+        verdict = self.verify(ep, answer) if self.verify else ep.verify(answer)
+        return verdict, set(ep.written), ep
 
 
 def _is_write(world: World, call: ToolCall) -> bool:
@@ -157,6 +182,8 @@ def _wrong_answer(task: Task) -> Any:
         return round(float(a) + 1.0, 2)
     if task.answer_type == "list":
         return list(a)[1:] if len(a) > 1 else [*a, "someone else"]
+    if task.answer_type == "reason":
+        return "no rule applies here"
     return f"not {a}"
 
 
@@ -164,11 +191,13 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
     """The mutants of one oracle plan: each a plan a careless agent could plausibly produce."""
     plan = task.oracle
     writes = [i for i, c in enumerate(plan) if _is_write(world, c)]
+    long = len(plan) > LONG_PLAN
     out: list[Mutant] = []
-    for i in sorted({*writes[:2], *writes[-1:]}):
+    # Long plans are mutated near their end, so a mutant replays from the oracle's state at that point.
+    for i in sorted({*writes[-2:], *(writes[:1] if not long else [])}):
         out.append(Mutant(kind="drop_step", note=f"drop step {i} ({plan[i].tool})",
                           calls=plan[:i] + plan[i + 1:], answer=task.answer))
-    for i in writes[:1] + writes[-1:][: 1 if len(writes) > 1 else 0]:
+    for i in sorted({*writes[-1:], *(writes[:1] if not long else [])}):
         call = plan[i]
         props = world.tools_by_name[call.tool]["input_schema"]["properties"]
         id_arg = _id_arg(world, call)
@@ -198,9 +227,9 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
 
 
 def reordered(world: World, task: Task) -> list[ToolCall] | None:
-    """The plan with its first two adjacent writes on different records swapped, if there are any."""
+    """The plan with its last two adjacent writes on different records swapped, if there are any."""
     plan = task.oracle
-    for i in range(len(plan) - 1):
+    for i in reversed(range(len(plan) - 1)):
         a, b = plan[i], plan[i + 1]
         if _is_write(world, a) and _is_write(world, b) and (a.tool, a.args) != (b.tool, b.args):
             ia, ib = _id_arg(world, a), _id_arg(world, b)
@@ -210,11 +239,23 @@ def reordered(world: World, task: Task) -> list[ToolCall] | None:
     return None
 
 
+def _first_difference(calls: list[ToolCall], plan: list[ToolCall]) -> int:
+    i = 0
+    while i < len(calls) and i < len(plan) and calls[i] == plan[i]:
+        i += 1
+    return i
+
+
 def check_task(world: World, task: Task, rng: random.Random, verify: Verify | None = None) -> TaskValidity:
-    oracle, oracle_tables, oracle_ep = _run(world, task, task.oracle, task.answer, verify)
-    gold_image = oracle_ep.snapshot()
-    oracle_ep.close()
-    null, _, null_ep = _run(world, task, [], None, verify)
+    mutants = mutants_for(world, task, rng)
+    swapped = reordered(world, task)
+    cuts = {_first_difference(m.calls, task.oracle) for m in mutants}
+    if swapped is not None:
+        cuts.add(_first_difference(swapped, task.oracle))
+    run = OracleRun(world, task, cuts, verify)
+    oracle, oracle_tables, gold_image = run.verdict, run.written, run.gold_image
+    null_ep = world.episode(task.task_id)
+    null = verify(null_ep, None) if verify else null_ep.verify(None)
     null_ep.close()
     report = TaskValidity(task_id=task.task_id, family=task.family, oracle_steps=len(task.oracle),
                           oracle_passes=oracle.passed, null_fails=not null.passed)
@@ -222,12 +263,11 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
         report.problems.append("the oracle does not pass")
     if null.passed:
         report.problems.append("doing nothing passes")
-    want_answer = normalize_answer(task.answer, task.answer_type)
-    for m in mutants_for(world, task, rng):
-        verdict, tables, ep = _run(world, task, m.calls, m.answer, verify)
+    for m in mutants:
+        verdict, tables, ep = run.run(m.calls, m.answer)
         equal = same_state(ep, gold_image, tables | oracle_tables)
         ep.close()
-        same_answer = task.answer is None or normalize_answer(m.answer, task.answer_type) == want_answer
+        same_answer = task.answer is None or answers_match(task.answer, m.answer, task.answer_type)
         outcome = MutantOutcome(kind=m.kind, note=m.note, equivalent=equal and same_answer,
                                 passed=verdict.passed)
         report.mutants.append(outcome)
@@ -235,9 +275,8 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
             report.problems.append(f"mutant passes but differs from gold: {m.kind} ({m.note})")
         if outcome.equivalent and not outcome.passed:
             report.problems.append(f"mutant equals gold but fails: {m.kind} ({m.note})")
-    swapped = reordered(world, task)
     if swapped is not None:
-        verdict, tables, ep = _run(world, task, swapped, task.answer, verify)
+        verdict, tables, ep = run.run(swapped, task.answer)
         if same_state(ep, gold_image, tables | oracle_tables):
             report.reorder_passes = verdict.passed
             if not verdict.passed:

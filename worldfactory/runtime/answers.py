@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-AnswerType = str  # "int" | "number" | "date" | "text" | "list"
+AnswerType = str  # "int" | "number" | "date" | "text" | "list" | "reason"
 
 
 def _text(value: Any) -> str:
@@ -39,5 +39,9 @@ def normalize_answer(value: Any, kind: AnswerType | None) -> Any:
 
 
 def answers_match(expected: Any, given: Any, kind: AnswerType | None) -> bool:
+    """Exact after normalisation; a "reason" (why a request was declined) must name the expected rule."""
     want = normalize_answer(expected, kind)
-    return want is not None and want == normalize_answer(given, kind)
+    got = normalize_answer(given, kind)
+    if kind == "reason":
+        return bool(want) and got is not None and want in got
+    return want is not None and want == got

@@ -130,6 +130,20 @@ class Episode:
         with self._lock:
             return self.conn.serialize()
 
+    def restore(self, image: bytes, written: set[str]) -> None:
+        """Continue from another database image of this world (harness use: replaying from a checkpoint).
+
+        `written` must cover every table the image changed against the seed, so diffs stay complete.
+        """
+        with self._lock:
+            self._allow_attach = True
+            try:
+                self.conn.deserialize(image)
+            finally:
+                self._allow_attach = False
+            self.conn.execute("PRAGMA foreign_keys = ON")
+            self.written |= written
+
     @contextmanager
     def attached(self, name: str, image: bytes) -> Iterator[sqlite3.Connection]:
         """The episode's connection with another database image attached as `name` (harness use only)."""
