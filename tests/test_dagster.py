@@ -69,6 +69,9 @@ def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: d
         assert res.success, wid
         checks = {e.check_name: e.passed for e in res.get_asset_check_evaluations()}
         assert checks == {s.check: True for s in STAGES}
+        [validity] = [e for e in res.get_asset_check_evaluations() if e.check_name == "verifiers_valid"]
+        assert validity.metadata["caught_mutant_rate"].value == 1.0
+        assert validity.metadata["mutants"].value > validity.metadata["mutants_equivalent"].value > 0
         for stage in STAGES:
             [mat] = res.asset_materializations_for_node(stage.name)
             assert mat.partition == wid

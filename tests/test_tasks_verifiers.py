@@ -5,6 +5,7 @@ from __future__ import annotations
 from worldfactory.policies.base import run_policy
 from worldfactory.runtime.answers import answers_match, normalize_answer
 from worldfactory.runtime.world import World
+from worldfactory.spec import ToolCall
 
 
 def test_every_oracle_passes_and_null_fails(world: World) -> None:
@@ -39,14 +40,18 @@ def test_collateral_damage_fails(world: World) -> None:
 
 
 def test_wrong_record_fails(world: World) -> None:
-    task = next(t for t in world.tasks.values() if t.family == "lookup_act" and t.oracle[-1].tool.startswith("update_"))
+    def act(call: ToolCall) -> bool:  # the write that acts on the looked-up record
+        return not call.tool.startswith(("search_", "get_", "create_")) and any(k.endswith("_id") for k in call.args)
+
+    task = next(t for t in world.tasks.values() if t.family == "lookup_act" and any(act(c) for c in t.oracle))
+    at = next(i for i, c in enumerate(task.oracle) if act(c))
     with world.episode(task.task_id) as ep:
-        for call in task.oracle[:-1]:
-            ep.call(call.tool, call.args)
-        last = task.oracle[-1]
-        id_key = next(k for k in last.args if k.endswith("_id"))
-        other = {**last.args, id_key: last.args[id_key] + 1}
-        ep.call(last.tool, other)
+        for i, call in enumerate(task.oracle):
+            if i == at:
+                id_key = next(k for k in call.args if k.endswith("_id"))
+                ep.call(call.tool, {**call.args, id_key: call.args[id_key] + 1})
+            else:
+                ep.call(call.tool, call.args)
         assert not ep.verify(task.answer).passed
 
 

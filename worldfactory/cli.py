@@ -1,4 +1,4 @@
-"""The `worldfactory` command: seeds, build, show, run, serve, query, delete, ui."""
+"""The `worldfactory` command: seeds, build, show, run, replay, serve, query, delete, ui."""
 
 from __future__ import annotations
 
@@ -191,6 +191,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     world = World.open(resolve_world(args.world))
     result = run_policy(world, args.task_id, args.policy)
+    if args.trace:
+        from worldfactory.runtime.trace import write_trace
+
+        write_trace(Path(args.trace), world, result.trace, args.task_id, args.policy, result.answer)
     if args.json:
         out = {"world_id": result.world_id, "task_id": result.task_id, "policy": result.policy,
                "passed": result.verdict.passed, "reward": result.verdict.reward, "steps": result.steps,
@@ -210,6 +214,32 @@ def cmd_run(args: argparse.Namespace) -> int:
     for m in result.verdict.mismatches[:20]:
         console.print(f"  mismatch {m.table}[{m.key}].{m.column}: expected {m.expected!r}, got {m.got!r}")
     return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from worldfactory.runtime.trace import read_trace, replay
+    from worldfactory.runtime.world import World
+
+    header, steps = read_trace(Path(args.trace))
+    world = World.open(resolve_world(args.world or header.world_id))
+    report = replay(world, header, steps)
+    if args.json:
+        print(json.dumps({"world_id": report.world_id, "task_id": report.task_id, "identical": report.identical,
+                          "reward": report.reward, "steps": [{**s.model_dump(), "identical": s.identical}
+                                                             for s in report.steps]}, indent=1))
+        return 0 if report.identical else 1
+    console = out_console()
+    differ = [s for s in report.steps if not s.identical]
+    shown = report.steps if args.all else (differ or report.steps[:5] + report.steps[-5:])
+    table = Table(title=f"replay of {len(report.steps)} steps on {report.world_id}")
+    for col in ("step", "tool", "recorded", "replayed", "same"):
+        table.add_column(col)
+    for s in shown:
+        table.add_row(str(s.index), s.tool, s.recorded[:12], s.replayed[:12], "yes" if s.identical else "NO")
+    console.print(table)
+    verdict = "identical at every step" if report.identical else f"{len(differ)} step(s) differ"
+    console.print(f"{verdict}" + (f"; reward {report.reward}" if report.reward is not None else ""))
+    return 0 if report.identical else 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -309,7 +339,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("task_id", metavar="TASK_ID")
     r.add_argument("--policy", default="oracle", choices=["oracle", "null"])
     r.add_argument("--json", action="store_true")
+    r.add_argument("--trace", metavar="PATH", help="write the episode as a JSONL trace (see `replay`)")
     r.set_defaults(fn=cmd_run)
+
+    rp = sub.add_parser("replay", help="replay a recorded trace on fresh state, step by step")
+    rp.add_argument("trace", metavar="TRACE.jsonl")
+    rp.add_argument("--world", metavar="WORLD", help="bundle to replay on (default: the trace's world ID)")
+    rp.add_argument("--all", action="store_true", help="list every step, not only differences")
+    rp.add_argument("--json", action="store_true")
+    rp.set_defaults(fn=cmd_replay)
 
     sv = sub.add_parser("serve", help="serve a world's tools over MCP")
     sv.add_argument("world", metavar="WORLD")

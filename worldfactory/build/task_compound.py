@@ -253,7 +253,7 @@ def year_end(b: TaskBuilder) -> None:
     for table, tr, state, args, rows in sweeps:
         if len(calls) >= LONG_TARGET:
             break
-        if table.name in used:
+        if table.name in used or tr.destructive:  # a close-out tidies up; it does not cancel or void
             continue
         used.add(table.name)
         calls += _sweep_calls(table, tr, state, args, rows)
