@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
+from assets.curated import curated_asset
 from assets.stage import stage_asset
-from assets.verifiers import verifiers_asset
 
-bundle_asset = stage_asset("world_bundle", [verifiers_asset])
+bundle_asset = stage_asset("world_bundle", [curated_asset])

@@ -12,6 +12,7 @@ from typing import Any
 import dagster as dg
 
 from pipelines.partitions import world_partitions
+from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore
 from worldfactory.build.stages import STAGE_BY_NAME, Proof, StageReport, run_make, run_prove
 
@@ -60,7 +61,8 @@ def batch_metadata(reports: list[StageReport]) -> dict[str, Any]:
     return meta
 
 
-def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefinition:
+def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition], pool: str | None = None,
+                retry_policy: dg.RetryPolicy | None = None) -> dg.AssetsDefinition:
     """The asset for one engine stage, with its proof as a blocking asset check.
 
     The check runs in the asset's own step (a check spec), not as a separate step: each step
@@ -76,16 +78,18 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition]) -> dg.AssetsDefi
     spec = dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves)
 
     @dg.asset(name=stage.name, partitions_def=world_partitions, deps=list(deps), group_name=GROUP,
-              kinds={"python", "sqlite"}, automation_condition=NIGHTLY, check_specs=[spec],
+              kinds={"python", "sqlite"}, automation_condition=NIGHTLY, check_specs=[spec], pool=pool,
+              retry_policy=retry_policy,
               description=f"{stage.name}: writes {', '.join(stage.files)}. Proof: {stage.proves}.")
-    def _asset(context: dg.AssetExecutionContext, world_store: WorldStore) -> dg.MaterializeResult:
+    def _asset(context: dg.AssetExecutionContext, world_store: WorldStore,
+               rollout_policy: RolloutPolicy) -> dg.MaterializeResult:
         hook = PROGRESS.get()
         reports: list[StageReport] = []
         proofs: list[Proof] = []
         for world_id in context.partition_keys:
             if hook is not None:
                 hook(world_id, stage.name)
-            ctx = world_store.context(world_id)
+            ctx = world_store.context(world_id, rollout_policy.config())
             report = run_make(stage, ctx)
             proofs.append(run_prove(stage, ctx))
             report.cost = ctx.work.costs()[stage.name]  # make + proof

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import brief, bundle, catalog, schema, seed, tasks, tools, verifiers
+from assets import brief, bundle, catalog, curated, rollouts, schema, seed, tasks, tools, verifiers
 from pipelines.automation import nightly_rebuild, world_registry_sensor
 from pipelines.jobs import catalog_refresh, world_build
+from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore, default_store
 
-STAGE_MODULES = (brief, schema, seed, tools, tasks, verifiers, bundle)
+STAGE_MODULES = (brief, schema, seed, tools, tasks, verifiers, rollouts, curated, bundle)
 
 
-def make_definitions(store: WorldStore | None = None) -> dg.Definitions:
+def make_definitions(store: WorldStore | None = None, policy: RolloutPolicy | None = None) -> dg.Definitions:
     stage_assets = [getattr(m, f"{m.__name__.split('.')[-1]}_asset") for m in STAGE_MODULES]
     return dg.Definitions(
         assets=[*stage_assets, catalog.world_catalog],
         jobs=[world_build, catalog_refresh],
         sensors=[world_registry_sensor, nightly_rebuild],
-        resources={"world_store": store or default_store()},
+        resources={"world_store": store or default_store(), "rollout_policy": policy or RolloutPolicy()},
         executor=dg.in_process_executor,
     )
 

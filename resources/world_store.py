@@ -12,6 +12,7 @@ from pathlib import Path
 import dagster as dg
 
 from worldfactory.build.stages import BuildContext, WorkDir, inputs_fingerprint
+from worldfactory.rollouts import RolloutConfig
 from worldfactory.templates import TemplateSet, load_templates
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -37,10 +38,11 @@ class WorldStore(dg.ConfigurableResource):
     def work(self, world_id: str) -> WorkDir:
         return WorkDir(self.data_root / "build" / world_id, world_id)
 
-    def context(self, world_id: str) -> BuildContext:
+    def context(self, world_id: str, rollout: RolloutConfig | None = None) -> BuildContext:
         ts = self.templates()
         return BuildContext(world_id=world_id, templates=ts, work=self.work(world_id), data_root=self.data_root,
-                            briefs_dir=self.briefs_dir, inputs=inputs_fingerprint(ts, world_id, self.briefs_dir))
+                            briefs_dir=self.briefs_dir, inputs=inputs_fingerprint(ts, world_id, self.briefs_dir),
+                            rollout=rollout or RolloutConfig())
 
 
 def default_store() -> WorldStore:

@@ -34,7 +34,18 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("llm_prompt_tokens", pa.int64()), ("llm_completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
         ("corrections", pa.int32()),
     ]),
+    "rollouts": pa.schema([
+        ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()),
+        ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()), ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()), ("seconds", pa.float64()),
+    ]),
+    "traces": pa.schema([
+        ("task_id", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
+        ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
+        ("error_text", pa.string()), ("result_sha256", pa.string()), ("latency_us", pa.float64()),
+    ]),
 }
+PER_POLICY = ("rollouts", "traces")  # one file per policy inside a world's folder
 TABLES = tuple(SCHEMAS)
 
 
@@ -84,6 +95,25 @@ def write_cost_rows(catalog_root: Path, world_id: str, costs: dict[str, Any]) ->
     _write_partition(catalog_root, "costs", world_id, rows)
 
 
+def write_policy_rows(catalog_root: Path, table: str, world_id: str, policy: str, rows: list[dict[str, Any]]) -> Path:
+    """Replace one policy's file in one world's partition of `rollouts` or `traces`."""
+    folder = catalog_root / table / f"world_id={world_id}"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = "part-" + "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in policy) + ".parquet"
+    tmp = folder / f".{name}.tmp-{os.getpid()}"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp, compression="zstd")
+    os.replace(tmp, folder / name)
+    return folder / name
+
+
+def read_world_rows(catalog_root: Path, table: str, world_id: str, policy: str | None = None) -> list[dict[str, Any]]:
+    folder = catalog_root / table / f"world_id={world_id}"
+    rows: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.parquet")):
+        rows += pq.read_table(path).to_pylist()
+    return [r for r in rows if policy is None or r.get("policy") == policy]
+
+
 def remove_world_rows(catalog_root: Path, world_id: str) -> list[Path]:
     removed = []
     for table in TABLES:
@@ -99,6 +129,8 @@ def _duck_type(t: pa.DataType) -> str:
         return "VARCHAR"
     if pa.types.is_floating(t):
         return "DOUBLE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
     if pa.types.is_unsigned_integer(t):
         return "UBIGINT"
     return "BIGINT" if t.bit_width == 64 else "INTEGER"

@@ -18,7 +18,7 @@ from worldfactory.build.tools import ToolSpec
 from worldfactory.spec import Task, WorldSpec
 
 STAGES = ("world_brief", "world_schema", "seed_database", "world_tools", "world_tasks", "world_verifiers",
-          "world_bundle")
+          "task_rollouts", "curated_tasks", "world_bundle")
 
 
 def sha256(data: bytes) -> str:

@@ -32,6 +32,7 @@ from worldfactory.build.tasks import generate_tasks
 from worldfactory.build.tools import tool_specs, tools_json, tools_source
 from worldfactory.build.validity import check_world, report_jsonl, summary
 from worldfactory.build.verifiers import VerifierError, build_verifiers, check_verifiers, verifiers_json
+from worldfactory.rollouts import RolloutConfig
 from worldfactory.runtime.world import World
 from worldfactory.sandbox import check_tools_in_sandbox
 from worldfactory.seeds import expand_world
@@ -39,7 +40,11 @@ from worldfactory.spec import Brief, Task, WorldSpec
 from worldfactory.templates import TemplateSet
 
 BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json", "tasks.jsonl",
-                "verifiers.json", "verifier_report.jsonl", "README.md", "world.json")
+                "verifiers.json", "verifier_report.jsonl", "rollouts.json", "curated_tasks.jsonl", "README.md",
+                "world.json")
+WORLD_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json", "tasks.jsonl",
+               "verifiers.json")
+REPLAY_SAMPLE = 25  # rollout episodes whose traces the rollouts proof replays
 
 
 class StageError(ValueError):
@@ -144,6 +149,8 @@ class BuildContext:
     data_root: Path  # bundles under data_root/worlds, catalogs under data_root/catalog
     briefs_dir: Path | None = None
     inputs: str = ""  # fingerprint of code + templates + brief, recorded in world.json
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the policy that cuts the pass band
+    usage: StageCost = field(default_factory=StageCost)  # tokens and dollars a stage spends (model policies)
     cache: dict[str, Any] = field(default_factory=dict)  # parsed inputs shared by stages in one process
 
     def brief(self, stage: str) -> Brief:
@@ -236,6 +243,42 @@ def make_verifiers(ctx: BuildContext) -> dict[str, int]:
             "mutants_caught": v["caught"], "mutants_equivalent": v["equivalent"], "mutants_missed": v["missed"]}
 
 
+def make_rollouts(ctx: BuildContext) -> dict[str, int]:
+    """k rollouts per task with the configured policy; rows to the rollouts and traces catalogs."""
+    from worldfactory.catalog import write_policy_rows
+    from worldfactory.rollouts import histogram, pass_rates, rollout_rows, run_rollouts, trace_rows
+
+    world = ctx.world("task_rollouts", WORLD_FILES)
+    cfg = ctx.rollout
+    rollouts = run_rollouts(world, cfg)  # raises before anything is written if a model server keeps failing
+    rates = pass_rates(rollouts)
+    ctx.usage.llm_prompt_tokens += sum(r.prompt_tokens for r in rollouts)
+    ctx.usage.llm_completion_tokens += sum(r.completion_tokens for r in rollouts)
+    ctx.usage.cost_usd += round(sum(r.cost_usd for r in rollouts), 6)
+    catalog = ctx.data_root / "catalog"
+    write_policy_rows(catalog, "traces", ctx.world_id, cfg.label, trace_rows(rollouts))
+    write_policy_rows(catalog, "rollouts", ctx.world_id, cfg.label, rollout_rows(rollouts))
+    summary = {"policy": cfg.label, "k": cfg.k, "histogram": histogram(rates),
+               "pass_rates": {tid: [p, n] for tid, (p, n) in rates.items()}}
+    if cfg.policy != "openai":  # a model's run is not reproducible; a synthetic one is, byte for byte
+        summary["reproducible"] = True
+    ctx.work.write("rollouts.json", (json.dumps(summary, indent=1, sort_keys=True) + "\n").encode())
+    return {"rollouts": len(rollouts), "tasks": len(rates), "steps": sum(r.steps for r in rollouts),
+            **{f"pass_rate {b}": n for b, n in summary["histogram"].items()}}
+
+
+def make_curated(ctx: BuildContext) -> dict[str, int]:
+    from worldfactory.rollouts import curate
+
+    summary = json.loads(ctx.work.read("rollouts.json", "curated_tasks"))
+    rates = {tid: (p, n) for tid, (p, n) in summary["pass_rates"].items()}
+    families = {t.task_id: t.family for t in ctx.tasks("curated_tasks")}
+    kept = curate(rates, families)
+    ctx.work.write("curated_tasks.jsonl", "".join(json.dumps(row, sort_keys=True) + "\n" for row in kept).encode())
+    return {"kept": len(kept), "dropped_all_pass": sum(1 for p, n in rates.values() if p == n),
+            "dropped_all_fail": sum(1 for p, _ in rates.values() if p == 0)}
+
+
 def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
     """Every upstream stage must be proven, on exactly the files now in the work folder."""
     proofs: dict[str, Proof] = {}
@@ -268,6 +311,12 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     verification = {"tasks": int(v["tasks"]), "oracle_pass": int(v["oracle_pass"]), "null_pass": int(v["null_pass"])}
     manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs)
     manifest["verifier_validity"] = served.get("validity", {})
+    rollouts = json.loads(files["rollouts.json"])
+    manifest["counts"]["curated_tasks"] = int(proofs["curated_tasks"].details["kept"])
+    manifest["pass_band"] = {"policy": rollouts["policy"], "k": rollouts["k"], "histogram": rollouts["histogram"]}
+    for stage_name, cost in sorted(ctx.work.costs().items()):  # tokens and dollars; seconds stay in the catalog
+        manifest["costs"][stage_name] = {k: getattr(cost, k) for k in
+                                         ("cost_usd", "llm_prompt_tokens", "llm_completion_tokens", "corrections")}
     readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)
@@ -358,6 +407,42 @@ def prove_verifiers(ctx: BuildContext) -> dict[str, int | float | str]:
     return details
 
 
+def prove_rollouts(ctx: BuildContext) -> dict[str, int | float | str]:
+    """Every task has k rollouts, and recorded traces replay identically step by step on fresh state."""
+    from worldfactory.catalog import read_world_rows
+    from worldfactory.rollouts import replay_rows
+
+    world = ctx.world("task_rollouts", WORLD_FILES)
+    summary = json.loads(ctx.work.read("rollouts.json", "task_rollouts"))
+    missing = [t for t in world.tasks if t not in summary["pass_rates"]]
+    if missing:
+        raise StageError(f"{len(missing)} tasks have no rollouts, e.g. {missing[0]}")
+    rows = read_world_rows(ctx.data_root / "catalog", "traces", ctx.world_id, summary["policy"])
+    episodes: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in rows:
+        episodes.setdefault((row["task_id"], row["rollout"]), []).append(row)
+    sample = sorted(episodes)[:: max(1, len(episodes) // REPLAY_SAMPLE)][:REPLAY_SAMPLE]
+    differ = [line for key in sample for line in replay_rows(world, episodes[key])]
+    if differ:
+        raise StageError(f"{len(differ)} replayed steps differ from their traces, first: {differ[0]}")
+    return {"tasks": len(summary["pass_rates"]), "replayed_episodes": len(sample),
+            "replayed_steps": sum(len(episodes[k]) for k in sample), "policy": summary["policy"]}
+
+
+def prove_curated(ctx: BuildContext) -> dict[str, int | float | str]:
+    summary = json.loads(ctx.work.read("rollouts.json", "curated_tasks"))
+    lines = ctx.work.read("curated_tasks.jsonl", "curated_tasks").decode().splitlines()
+    kept = [json.loads(line) for line in lines if line.strip()]
+    for row in kept:
+        p, n = summary["pass_rates"][row["task_id"]]
+        if not 0 < row["pass_rate"] < 1 or row["pass_rate"] != round(p / n, 4) or row["rollouts"] != n:
+            raise StageError(f"curated task {row['task_id']} does not match its rollouts")
+    expected = sum(1 for p, n in summary["pass_rates"].values() if 0 < p < n)
+    if expected != len(kept):
+        raise StageError(f"{expected} tasks are in the pass band but {len(kept)} were kept")
+    return {"kept": len(kept), "tasks": len(summary["pass_rates"])}
+
+
 def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
     dest = ctx.data_root / "worlds" / ctx.world_id
     world = World.open(dest)
@@ -392,6 +477,10 @@ STAGES: tuple[Stage, ...] = (
     Stage("world_verifiers", "verifiers_valid", "every oracle scores 1, doing nothing scores 0, every mutant "
           "that differs from gold scores 0, reordered independent steps still score 1",
           make_verifiers, prove_verifiers, ("verifiers.json", "verifier_report.jsonl")),
+    Stage("task_rollouts", "traces_replay", "every task has k rollouts and sampled traces replay identically",
+          make_rollouts, prove_rollouts, ("rollouts.json",)),
+    Stage("curated_tasks", "pass_band", "the kept tasks are exactly those with a pass rate strictly between 0 "
+          "and 1", make_curated, prove_curated, ("curated_tasks.jsonl",)),
     Stage("world_bundle", "bundle_complete", "the published bundle opens and its files match world.json",
           make_bundle, prove_bundle, ("README.md", "world.json")),
 )
@@ -401,9 +490,11 @@ STAGE_BY_NAME = {s.name: s for s in STAGES}
 def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
     """Run one stage's make, timing it; its proof is cleared until the check runs again."""
     ctx.work.clear_proof(stage.name)
+    ctx.usage = StageCost()
     wall, cpu = time.perf_counter(), time.process_time()
     counts = stage.make(ctx)
-    cost = StageCost(cpu_seconds=round(time.process_time() - cpu, 6), wall_seconds=round(time.perf_counter() - wall, 6))
+    cost = ctx.usage.model_copy(update={"cpu_seconds": round(time.process_time() - cpu, 6),
+                                        "wall_seconds": round(time.perf_counter() - wall, 6)})
     ctx.work.write_cost(stage.name, cost)
     return StageReport(world_id=ctx.world_id, stage=stage.name, files=ctx.work.hashes(stage.files), counts=counts,
                        cost=cost)

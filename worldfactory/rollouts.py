@@ -1,0 +1,169 @@
+"""Rollouts and pass-band filtering: k episodes per task with a policy, then keep the tasks that split.
+
+Episodes run concurrently under asyncio, each on its own in-memory copy of the seed. Synthetic
+policies are seeded per (world, task, rollout), so their pass rates, and the curated task list
+cut from them, are reproducible. Tasks every rollout passes or every rollout fails carry no
+learning signal and are dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
+from worldfactory.runtime.episode import Step
+from worldfactory.runtime.trace import result_hash
+from worldfactory.runtime.world import World
+
+BUCKETS = ("0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1")
+
+
+class RolloutConfig(BaseModel):
+    """Which policy plays the tasks, how many times, and (for a model) where it is served."""
+
+    policy: str = "noisy"
+    k: int = Field(default=8, ge=1, le=1000)
+    error_rate: float = Field(default=0.1, ge=0.0, le=1.0)
+    concurrency: int = Field(default=32, ge=1, le=1024)
+    base_url: str = ""
+    model: str = ""
+    api_key: str = "unused"
+    max_turns: int = Field(default=40, ge=1)
+    price_in_per_mtok: float = 0.0
+    price_out_per_mtok: float = 0.0
+    request_retries: int = Field(default=2, ge=0, le=10)
+
+    @property
+    def label(self) -> str:
+        if self.policy == "noisy":
+            return f"noisy-{self.error_rate:g}"
+        if self.policy == "openai":
+            return f"openai-{self.model}"
+        return self.policy
+
+
+class RolloutError(RuntimeError):
+    """Rollouts could not complete (a model server that keeps failing); nothing was recorded."""
+
+
+class Rollout(BaseModel):
+    world_id: str
+    task_id: str
+    family: str
+    policy: str
+    rollout: int
+    seed: int
+    reward: float
+    steps: int
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    seconds: float = 0.0
+    trace: list[Step] = Field(default_factory=list)
+
+
+def _rollout(world: World, task_id: str, i: int, result: EpisodeResult, label: str) -> Rollout:
+    return Rollout(world_id=world.world_id, task_id=task_id, family=world.tasks[task_id].family, policy=label,
+                   rollout=i, seed=result.seed, reward=result.verdict.reward, steps=result.steps,
+                   prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+                   cost_usd=result.cost_usd, seconds=result.seconds, trace=result.trace)
+
+
+async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,
+                             on_done: Callable[[Rollout], None] | None = None) -> list[Rollout]:
+    """k rollouts of every task (or of task_ids), at most cfg.concurrency at once, in a stable order."""
+    ids = task_ids if task_ids is not None else list(world.tasks)
+    jobs = [(tid, i) for tid in ids for i in range(cfg.k)]
+    gate = asyncio.Semaphore(cfg.concurrency)
+    agent = None
+    if cfg.policy == "openai":
+        from worldfactory.policies.openai_agent import ChatAgent
+
+        agent = ChatAgent(world, cfg)
+
+    async def one(tid: str, i: int) -> Rollout:
+        seed = episode_seed(world, tid, i)
+        async with gate:
+            if agent is not None:
+                result = await agent.run(tid, seed)
+            else:
+                result = run_policy(world, tid, cfg.policy, seed=seed, name=cfg.label, error_rate=cfg.error_rate)
+                await asyncio.sleep(0)  # let other episodes and the progress bar move
+        r = _rollout(world, tid, i, result, cfg.label)
+        if on_done is not None:
+            on_done(r)
+        return r
+
+    try:
+        return list(await asyncio.gather(*(one(tid, i) for tid, i in jobs)))
+    finally:
+        if agent is not None:
+            await agent.close()
+
+
+def run_rollouts(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,
+                 on_done: Callable[[Rollout], None] | None = None) -> list[Rollout]:
+    return asyncio.run(run_rollouts_async(world, cfg, task_ids, on_done))
+
+
+def pass_rates(rollouts: list[Rollout]) -> dict[str, tuple[int, int]]:
+    """task_id -> (passes, rollouts), in first-seen task order."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in rollouts:
+        p, n = out.get(r.task_id, (0, 0))
+        out[r.task_id] = (p + (r.reward >= 1.0), n + 1)
+    return out
+
+
+def bucket(rate: float) -> str:
+    if rate <= 0.0:
+        return "0"
+    if rate >= 1.0:
+        return "1"
+    return BUCKETS[1 + min(3, int(rate * 4 - 1e-9))]
+
+
+def histogram(rates: dict[str, tuple[int, int]]) -> dict[str, int]:
+    counts = dict.fromkeys(BUCKETS, 0)
+    for p, n in rates.values():
+        counts[bucket(p / n)] += 1
+    return counts
+
+
+def curate(rates: dict[str, tuple[int, int]], families: dict[str, str]) -> list[dict[str, Any]]:
+    """The pass band: tasks whose pass rate is strictly between 0 and 1."""
+    return [{"task_id": tid, "family": families[tid], "pass_rate": round(p / n, 4), "passes": p, "rollouts": n}
+            for tid, (p, n) in rates.items() if 0 < p < n]
+
+
+def rollout_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
+    return [r.model_dump(exclude={"trace", "world_id"}) for r in rollouts]
+
+
+def trace_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
+    rows = []
+    for r in rollouts:
+        for s in r.trace:
+            rows.append({"task_id": r.task_id, "policy": r.policy, "rollout": r.rollout, "step": s.index,
+                         "tool": s.tool, "args_json": json.dumps(s.args, sort_keys=True, default=str),
+                         "result_json": json.dumps(s.result, sort_keys=True, default=str), "error": not s.ok,
+                         "error_text": s.error or "", "result_sha256": result_hash(s.ok, s.result, s.error),
+                         "latency_us": s.latency_us})
+    return rows
+
+
+def replay_rows(world: World, rows: list[dict[str, Any]]) -> list[str]:
+    """Replay recorded steps of one episode on fresh state; returns one line per step that differs."""
+    task_id = rows[0]["task_id"] if rows else None
+    differ = []
+    with world.episode(task_id) as ep:
+        for row in sorted(rows, key=lambda r: r["step"]):
+            res = ep.call(row["tool"], json.loads(row["args_json"]))
+            if result_hash(res.ok, res.result, res.error) != row["result_sha256"]:
+                differ.append(f"{task_id} rollout {row['rollout']} step {row['step']} ({row['tool']})")
+    return differ
