@@ -224,38 +224,54 @@ def sweep(b: TaskBuilder, quota: int) -> None:
 
 
 def year_end(b: TaskBuilder) -> None:
-    """One close-out task of 1,000 calls or more: a review document and a note on every anchor record,
-    then sweeps over other tables until the plan is long enough."""
+    """One close-out task of 1,000 calls or more: for every anchor record a review document (filed and
+    finalized), a note, and an email of the review to one auditor contact; then sweeps over other
+    tables until the plan is long enough."""
     anchor, anchors = _anchor_rows(b)
     docs = next((t for t in b.spec.tables if t.name == "documents"), None)
     finalize = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
                      if "draft" in tr.from_ and not tr.params and not tr.guards and tr.name in b.tools), None)
-    if not (anchor.label and docs and finalize and {"create_note", "create_document"} <= b.tools):
+    contacts = _contacts(b)
+    if not (anchor.label and docs and finalize and contacts
+            and {"create_note", "create_document", "create_email"} <= b.tools):
         return
+    auditor, auditor_addr = b.rng.choice(contacts)
     doc_type_col = docs.column("doc_type")
     doc_type = (doc_type_col.enum or ["memo"])[0]
     next_doc = b.conn.execute("SELECT coalesce(max(id), 0) FROM documents").fetchone()[0] + 1
     label_h = anchor.column(anchor.label).human
-    calls = [ToolCall(tool=f"search_{anchor.name}", args={"limit": SEARCH_MAX})]
+    calls = [*auditor_addr.lookup, ToolCall(tool=f"search_{anchor.name}", args={"limit": SEARCH_MAX})]
     for row in anchors[:SEARCH_MAX]:
+        title = f"Year-end review {row[anchor.label]}"
         calls += [
-            ToolCall(tool="create_document", args={"title": f"Year-end review {row[anchor.label]}",
-                                                   "doc_type": doc_type, "subject_id": row["id"]}),
+            ToolCall(tool="create_document", args={"title": title, "doc_type": doc_type, "subject_id": row["id"]}),
             ToolCall(tool=finalize.name, args={id_param(docs): next_doc}),
             ToolCall(tool="create_note", args={"subject_id": row["id"], "body": "Year-end review done"}),
+            ToolCall(tool="create_email", args={"subject": title, "body": f"{title} is filed.",
+                                                "contact_id": auditor["id"]}),
         ]
         next_doc += 1
+    auditor_name = auditor_addr.text.removeprefix("contact ")
     parts = [f"for every {anchor.singular}, file a {_human(doc_type)} document titled \"Year-end review <its "
-             f"{label_h}>\" and {render_verb(finalize, 'it', {})}, then leave a note on the {anchor.singular} "
-             f"saying \"Year-end review done\""]
-    used = {"documents", anchor.name}
+             f"{label_h}>\" and {render_verb(finalize, 'it', {})}, leave a note on the {anchor.singular} saying "
+             f"\"Year-end review done\", and email {auditor_name} with the document's title as the subject"]
     sweeps = sorted(_sweeps(b), key=lambda s: (-len(s[4]), s[0].name, s[1].name, s[2]))
+    sources: dict[str, set[str]] = {}  # per table: states swept from
+    targets: dict[str, set[str]] = {}  # per table: states swept into (or that this task's new rows start in)
+    for name in ("emails", "notes"):
+        made = next((t for t in b.spec.tables if t.name == name), None)
+        if made and made.workflow and made.workflow.column in made.create_defaults:
+            targets.setdefault(name, set()).add(str(made.create_defaults[made.workflow.column]))
     for table, tr, state, args, rows in sweeps:
         if len(calls) >= LONG_TARGET:
             break
-        if table.name in used or tr.destructive:  # a close-out tidies up; it does not cancel or void
+        src, dst = sources.setdefault(table.name, set()), targets.setdefault(table.name, set())
+        # A close-out tidies up (nothing destructive), and no sweep touches rows another sweep moved, so
+        # "every <state> record" means the same rows whatever order the agent works in.
+        if table.name in ("documents", anchor.name) or tr.destructive or state in src | dst or tr.to in src:
             continue
-        used.add(table.name)
+        src.add(state)
+        dst.add(tr.to)
         calls += _sweep_calls(table, tr, state, args, rows)
         parts.append(render_verb(tr, f"every {_human(state)} {table.singular}", args))
     if len(calls) < LONG_TARGET:
