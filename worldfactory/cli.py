@@ -1,4 +1,4 @@
-"""The `worldfactory` command: seeds, build, show, run, replay, serve, query, delete, ui."""
+"""The `worldfactory` command: seeds, build, show, run, rollouts, replay, serve, query, delete, ui."""
 
 from __future__ import annotations
 
@@ -185,12 +185,36 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def rollout_config(args: argparse.Namespace, k: int = 1):  # -> RolloutConfig
+    from worldfactory.rollouts import RolloutConfig
+
+    return RolloutConfig(policy=args.policy, k=k, error_rate=args.error_rate, base_url=args.base_url or "",
+                         model=args.model or "", api_key=os.environ.get(args.api_key_env, "unused"),
+                         concurrency=getattr(args, "concurrency", 32), max_turns=args.max_turns,
+                         price_in_per_mtok=args.price_in, price_out_per_mtok=args.price_out)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from worldfactory.policies.base import run_policy
     from worldfactory.runtime.world import World
 
     world = World.open(resolve_world(args.world))
-    result = run_policy(world, args.task_id, args.policy)
+    world.task(args.task_id)
+    if args.policy == "openai":
+        import asyncio
+
+        from worldfactory.policies.openai_agent import ChatAgent
+
+        async def play() -> Any:
+            agent = ChatAgent(world, rollout_config(args))
+            try:
+                return await agent.run(args.task_id, args.seed)
+            finally:
+                await agent.close()
+
+        result = asyncio.run(play())
+    else:
+        result = run_policy(world, args.task_id, args.policy, seed=args.seed, error_rate=args.error_rate)
     if args.trace:
         from worldfactory.runtime.trace import write_trace
 
@@ -198,6 +222,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         out = {"world_id": result.world_id, "task_id": result.task_id, "policy": result.policy,
                "passed": result.verdict.passed, "reward": result.verdict.reward, "steps": result.steps,
+               "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+               "cost_usd": result.cost_usd,
                "answer": result.answer, "mismatches": [m.model_dump() for m in result.verdict.mismatches],
                "trace": [s.model_dump() for s in result.trace]}
         print(json.dumps(out, indent=1, default=str))
@@ -213,6 +239,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"{verdict} reward={result.verdict.reward} steps={result.steps}")
     for m in result.verdict.mismatches[:20]:
         console.print(f"  mismatch {m.table}[{m.key}].{m.column}: expected {m.expected!r}, got {m.got!r}")
+    return 0
+
+
+def cmd_rollouts(args: argparse.Namespace) -> int:
+    from worldfactory.catalog import write_policy_rows
+    from worldfactory.rollouts import curate, histogram, pass_rates, rollout_rows, run_rollouts, trace_rows
+    from worldfactory.runtime.world import World
+
+    world = World.open(resolve_world(args.world))
+    cfg = rollout_config(args, args.k)
+    ids = args.tasks.split(",") if args.tasks else list(world.tasks)
+    for tid in ids:
+        world.task(tid)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=ERR, transient=False) as progress:
+        bar = progress.add_task(f"{world.world_id}: {cfg.label}", total=len(ids) * cfg.k)
+        rollouts = run_rollouts(world, cfg, ids, on_done=lambda r: progress.advance(bar))
+    rates = pass_rates(rollouts)  # every episode finished: now the rows land, all or nothing
+    catalog = _root(args) / "catalog"
+    write_policy_rows(catalog, "traces", world.world_id, cfg.label, trace_rows(rollouts))
+    write_policy_rows(catalog, "rollouts", world.world_id, cfg.label, rollout_rows(rollouts))
+    kept = curate(rates, {t.task_id: t.family for t in world.tasks.values()})
+    summary = {"world_id": world.world_id, "policy": cfg.label, "k": cfg.k, "episodes": len(rollouts),
+               "steps": sum(r.steps for r in rollouts), "histogram": histogram(rates), "kept": len(kept),
+               "dropped": len(rates) - len(kept),
+               "prompt_tokens": sum(r.prompt_tokens for r in rollouts),
+               "completion_tokens": sum(r.completion_tokens for r in rollouts),
+               "cost_usd": round(sum(r.cost_usd for r in rollouts), 6), "curated": kept}
+    if args.json:
+        print(json.dumps(summary, indent=1))
+        return 0
+    console = out_console()
+    console.print(f"{summary['episodes']} episodes, {summary['steps']} steps; pass-rate histogram: "
+                  + ", ".join(f"{b}: {n}" for b, n in summary["histogram"].items()))
+    console.print(f"kept {summary['kept']} tasks in the pass band (0 < pass rate < 1), dropped {summary['dropped']}; "
+                  f"tokens {summary['prompt_tokens']} in / {summary['completion_tokens']} out, "
+                  f"${summary['cost_usd']:.4f}. Rows: {catalog}/rollouts and /traces.")
     return 0
 
 
@@ -307,6 +370,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 0
 
 
+def _policy_args(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai"])
+    p.add_argument("--error-rate", type=float, default=0.1, help="noisy policy: chance each step goes wrong")
+    p.add_argument("--base-url", help="openai policy: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
+    p.add_argument("--model", help="openai policy: the model name the server serves")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    p.add_argument("--max-turns", type=int, default=40)
+    p.add_argument("--price-in", type=float, default=0.0, help="USD per million prompt tokens (cost ledger)")
+    p.add_argument("--price-out", type=float, default=0.0, help="USD per million completion tokens")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="worldfactory", description="Build, serve and grade tool-use worlds.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -337,10 +411,21 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run one task with a policy and grade it")
     r.add_argument("world", metavar="WORLD")
     r.add_argument("task_id", metavar="TASK_ID")
-    r.add_argument("--policy", default="oracle", choices=["oracle", "null"])
+    _policy_args(r, default="oracle")
+    r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
     r.add_argument("--trace", metavar="PATH", help="write the episode as a JSONL trace (see `replay`)")
     r.set_defaults(fn=cmd_run)
+
+    ro = sub.add_parser("rollouts", help="k episodes per task with a policy; pass rates and the pass band")
+    ro.add_argument("world", metavar="WORLD")
+    _policy_args(ro, default="noisy")
+    ro.add_argument("-k", type=int, default=8, help="rollouts per task (default 8)")
+    ro.add_argument("--tasks", help="comma-separated task IDs (default: every task)")
+    ro.add_argument("--concurrency", type=int, default=32, help="episodes at once (default 32)")
+    ro.add_argument("--data", help="data root for the catalogs (default $WORLDFACTORY_DATA or data/)")
+    ro.add_argument("--json", action="store_true")
+    ro.set_defaults(fn=cmd_rollouts)
 
     rp = sub.add_parser("replay", help="replay a recorded trace on fresh state, step by step")
     rp.add_argument("trace", metavar="TRACE.jsonl")

@@ -7,6 +7,7 @@ from worldfactory.build.schema import SchemaError
 from worldfactory.build.stages import StageError
 from worldfactory.build.verifiers import VerifierError
 from worldfactory.catalog import CatalogError
+from worldfactory.rollouts import RolloutError
 from worldfactory.runtime.trace import TraceError
 from worldfactory.runtime.world import WorldError
 from worldfactory.sandbox import SandboxError
@@ -15,5 +16,5 @@ from worldfactory.templates import TemplateError
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     TemplateError, SeedError, WorldError, SchemaError, SeedDataError, SandboxError, VerifierError,
-    StageError, CatalogError, TraceError,
+    StageError, CatalogError, TraceError, RolloutError,
 )

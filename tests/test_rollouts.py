@@ -1,0 +1,140 @@
+"""Rollouts, pass-band filtering and the OpenAI-compatible agent loop against a real loopback server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLES, PYTHON
+from tests.llm_server import LLMServer, ScriptedModel
+from worldfactory.catalog import read_world_rows
+from worldfactory.rollouts import RolloutConfig, curate, pass_rates, replay_rows, run_rollouts, trace_rows
+from worldfactory.runtime.world import World
+
+
+def test_noisy_pass_band_is_exactly_the_mixed_tasks(worlds: dict[str, World]) -> None:
+    world = worlds[EXAMPLES[0]]
+    ids = list(world.tasks)[:40]
+    rollouts = run_rollouts(world, RolloutConfig(policy="noisy", k=8, error_rate=0.15), ids)
+    assert len(rollouts) == 8 * len(ids)
+    rates = pass_rates(rollouts)
+    families = {t.task_id: t.family for t in world.tasks.values()}
+    kept = curate(rates, families)
+    assert {k["task_id"] for k in kept} == {t for t, (p, n) in rates.items() if 0 < p < n}
+    assert kept and any(p == n for p, n in rates.values())  # mixed outcomes: some kept, some all-pass
+    for row in kept:
+        p, n = rates[row["task_id"]]
+        assert row["pass_rate"] == round(p / n, 4) and row["rollouts"] == 8
+    again = pass_rates(run_rollouts(world, RolloutConfig(policy="noisy", k=8, error_rate=0.15), ids))
+    assert again == rates  # seeded per (world, task, rollout): reproducible
+
+
+def test_oracle_drops_everything_and_null_too(worlds: dict[str, World]) -> None:
+    world = worlds[EXAMPLES[1]]
+    ids = list(world.tasks)[:20]
+    families = {t.task_id: t.family for t in world.tasks.values()}
+    oracle = pass_rates(run_rollouts(world, RolloutConfig(policy="oracle", k=3), ids))
+    assert all(p == n == 3 for p, n in oracle.values()) and curate(oracle, families) == []
+    null = pass_rates(run_rollouts(world, RolloutConfig(policy="null", k=2), ids))
+    assert all(p == 0 for p, _ in null.values()) and curate(null, families) == []
+
+
+def test_rollout_traces_replay_identically(worlds: dict[str, World]) -> None:
+    world = worlds[EXAMPLES[2]]
+    rollouts = run_rollouts(world, RolloutConfig(policy="noisy", k=2, error_rate=0.3), list(world.tasks)[:15])
+    rows = trace_rows(rollouts)
+    episodes: dict[tuple[str, int], list[dict]] = {}
+    for row in rows:
+        episodes.setdefault((row["task_id"], row["rollout"]), []).append(row)
+    assert len(episodes) >= 25
+    for key, steps in episodes.items():
+        assert replay_rows(world, steps) == [], key
+
+
+def test_built_world_records_its_pass_band(world: World) -> None:
+    lines = world.files["curated_tasks.jsonl"].decode().splitlines()
+    kept = [json.loads(line) for line in lines]
+    summary = json.loads(world.files["rollouts.json"])
+    assert summary["k"] == 8 and summary["policy"].startswith("noisy")
+    assert {k["task_id"] for k in kept} == {t for t, (p, n) in summary["pass_rates"].items() if 0 < p < n}
+    assert world.manifest["counts"]["curated_tasks"] == len(kept) > 0
+    assert all({"task_id", "pass_rate", "rollouts"} <= set(k) for k in kept)
+
+
+def plans(world: World, ids: list[str]) -> dict[str, tuple[list[dict], object]]:
+    return {world.tasks[t].instruction: ([c.model_dump() for c in world.tasks[t].oracle], world.tasks[t].answer)
+            for t in ids}
+
+
+def wf(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, WORLDFACTORY_DATA=str(data), OPENAI_API_KEY="test-key")
+    return subprocess.run([PYTHON, "-m", "worldfactory.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+@pytest.fixture
+def short_tasks(worlds: dict[str, World]) -> tuple[World, list[str]]:
+    world = worlds[EXAMPLES[0]]
+    picked: list[str] = []
+    for family in ("lookup_act", "retrieval", "workflow", "decline", "conditional"):
+        picked += [t.task_id for t in world.tasks.values() if t.family == family and len(t.oracle) <= 8][:2]
+    return world, picked
+
+
+def test_openai_loop_completes_records_usage_and_grades(short_tasks: tuple[World, list[str]], tmp_path: Path,
+                                                       worlds_dir: Path) -> None:
+    world, ids = short_tasks
+    model = ScriptedModel(plans(world, ids), wrong_rate=0.3)
+    with LLMServer(model) as url:
+        r = wf("rollouts", str(worlds_dir / world.world_id), "--policy", "openai", "--base-url", url, "--model",
+               "scripted", "-k", "3", "--tasks", ",".join(ids), "--price-in", "1.5", "--price-out", "6",
+               "--json", data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["episodes"] == 3 * len(ids) and out["policy"] == "openai-scripted"
+    assert out["prompt_tokens"] > 0 and out["completion_tokens"] > 0
+    expected_cost = (out["prompt_tokens"] * 1.5 + out["completion_tokens"] * 6) / 1e6
+    assert out["cost_usd"] == pytest.approx(expected_cost, abs=1e-6)
+    rows = read_world_rows(tmp_path / "catalog", "rollouts", world.world_id, "openai-scripted")
+    assert len(rows) == 3 * len(ids)
+    rewards = [row["reward"] for row in rows]
+    assert 0 < sum(rewards) < len(rewards)  # graded by the verifier: the scripted slips fail, the rest pass
+    assert all(row["prompt_tokens"] > 0 for row in rows)
+    assert model.requests >= sum(row["steps"] for row in rows)  # one request per tool call, plus the last turn
+    traces = read_world_rows(tmp_path / "catalog", "traces", world.world_id, "openai-scripted")
+    by_episode: dict[tuple[str, int], list[dict]] = {}
+    for row in traces:
+        by_episode.setdefault((row["task_id"], row["rollout"]), []).append(row)
+    for steps in by_episode.values():
+        assert replay_rows(world, steps) == []
+
+    q = wf("query", "SELECT family, round(avg(reward), 3) AS pass_rate, count(*) AS n FROM rollouts "
+           "WHERE policy = 'openai-scripted' GROUP BY family ORDER BY family", "--json", data=tmp_path)
+    assert q.returncode == 0, q.stderr
+    fams = json.loads(q.stdout)
+    assert {f["family"] for f in fams} == {"lookup_act", "retrieval", "workflow", "decline", "conditional"}
+    cost = wf("query", "SELECT world_id, sum(cost_usd) AS usd, sum(prompt_tokens) AS tokens FROM rollouts "
+              "GROUP BY world_id", "--json", data=tmp_path)
+    [row] = json.loads(cost.stdout)
+    assert row["world_id"] == world.world_id and row["usd"] == pytest.approx(expected_cost, abs=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["error500", "malformed"])
+def test_a_failing_server_is_retried_then_fails_clearly_and_writes_nothing(
+        short_tasks: tuple[World, list[str]], tmp_path: Path, worlds_dir: Path, mode: str) -> None:
+    world, ids = short_tasks
+    model = ScriptedModel(plans(world, ids[:2]), mode=mode)
+    with LLMServer(model) as url:
+        r = wf("rollouts", str(worlds_dir / world.world_id), "--policy", "openai", "--base-url", url, "--model",
+               "scripted", "-k", "2", "--tasks", ",".join(ids[:2]), data=tmp_path)
+    assert r.returncode == 2
+    if mode == "error500":
+        assert "InternalServerError" in r.stderr and "retries" in r.stderr
+        assert model.requests >= 3  # the first try and two retries with backoff, per episode
+    else:
+        assert "not a JSON object" in r.stderr
+    assert not (tmp_path / "catalog").exists() or not list((tmp_path / "catalog").rglob("*.parquet"))
