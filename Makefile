@@ -25,6 +25,7 @@ bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
 	$(BIN)/python bench/runtime_bench.py
 	$(BIN)/python bench/dagster_bench.py
 	$(BIN)/python bench/tasks_bench.py
+	$(BIN)/python bench/rollouts_bench.py
 
 clean:
 	rm -rf data/worlds data/build data/catalog data/catalog.duckdb .pytest_cache
