@@ -83,6 +83,7 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition], pool: str | None
               description=f"{stage.name}: writes {', '.join(stage.files)}. Proof: {stage.proves}.")
     def _asset(context: dg.AssetExecutionContext, world_store: WorldStore,
                rollout_policy: RolloutPolicy) -> dg.MaterializeResult:
+        # every stage gets the policy so its BuildContext is whole; only task_rollouts reads it
         hook = PROGRESS.get()
         reports: list[StageReport] = []
         proofs: list[Proof] = []

@@ -7,13 +7,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from worldfactory.build.bundle import STAGES
+
+if TYPE_CHECKING:
+    from worldfactory.rollouts import RolloutConfig
 
 ERR = Console(stderr=True)
 
@@ -185,7 +188,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def rollout_config(args: argparse.Namespace, k: int = 1):  # -> RolloutConfig
+def rollout_config(args: argparse.Namespace, k: int = 1) -> RolloutConfig:
     from worldfactory.rollouts import RolloutConfig
 
     return RolloutConfig(policy=args.policy, k=k, error_rate=args.error_rate, base_url=args.base_url or "",

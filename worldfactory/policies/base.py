@@ -7,6 +7,7 @@ random stream seeded per (world, task, rollout), so a rollout is reproducible.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -68,8 +69,6 @@ def episode_seed(world: World, task_id: str, rollout: int) -> int:
 def run_policy(world: World, task_id: str, policy: str | Policy, seed: int = 0, name: str | None = None,
                error_rate: float = 0.1) -> EpisodeResult:
     """Run one episode of a task with a policy (a name or a callable) and grade it."""
-    import time
-
     act = policy_named(policy, error_rate) if isinstance(policy, str) else policy
     label = name or (policy if isinstance(policy, str) else getattr(policy, "__name__", "custom"))
     started = time.perf_counter()
