@@ -84,7 +84,16 @@ def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: d
                 digest = hashlib.sha256((built["store"].work(wid).path / name).read_bytes()).hexdigest()
                 assert meta[f"sha256/{name}"] == digest
         [tasks] = res.asset_materializations_for_node("world_tasks")
-        assert tasks.metadata["tasks"].value >= 90
+        assert tasks.metadata["tasks"].value >= 100
+        [rollouts] = res.asset_materializations_for_node("task_rollouts")
+        served = len(json.loads((built["store"].work(wid).path / "verifiers.json").read_text())["tasks"])
+        assert rollouts.metadata["rollouts"].value == 8 * served
+        histogram = {k: v.value for k, v in rollouts.metadata.items() if k.startswith("pass_rate ")}
+        assert sum(histogram.values()) == served
+        [curated] = res.asset_materializations_for_node("curated_tasks")
+        kept = curated.metadata["kept"].value
+        assert kept + curated.metadata["dropped_all_pass"].value + curated.metadata["dropped_all_fail"].value == served
+        assert kept == sum(v for k, v in histogram.items() if k not in ("pass_rate 0", "pass_rate 1"))
 
 
 def test_dagster_path_writes_the_engine_bytes(built: dict, worlds_dir: Path) -> None:

@@ -154,15 +154,18 @@ def _print_results(results: list[Any], as_json: bool) -> None:
         return
     table = Table(title="worlds")
     table.add_column("world", no_wrap=True)
-    for col in ("tables", "rows", "tools", "tasks", "oracle", "null", "build"):
+    for col in ("tables", "rows", "tools", "tasks", "curated", "oracle", "null", "build"):
         table.add_column(col, no_wrap=True)
     for r in results:
         v = r.verification
-        table.add_row(r.world_id, str(r.counts["tables"]), str(r.counts["rows"]), str(r.counts["tools"]),
-                      str(r.counts["tasks"]), f"{v['oracle_pass']}/{v['tasks']}", f"{v['null_pass']}/{v['tasks']}",
+        c = r.counts
+        table.add_row(r.world_id, str(c["tables"]), str(c["rows"]), str(c["tools"]), str(c["tasks"]),
+                      str(c.get("curated_tasks", "")), f"{v['oracle_pass']}/{v['tasks']}",
+                      f"{v['null_pass']}/{v['tasks']}",
                       "cached" if r.skipped else (f"run {r.run_id[:8]}" if r.run_id else f"{r.seconds:.1f}s"))
     out_console().print(table)
-    out_console().print("oracle: tasks whose oracle plan passes its verifier; null: tasks that doing nothing passes "
+    out_console().print("curated: tasks in the pass band (0 < pass rate < 1 over the build's rollouts). "
+                        "oracle: tasks whose oracle plan passes its verifier; null: tasks that doing nothing passes "
                         "(must be 0). cached: already up to date. run: the Dagster run that built it "
                         "(`worldfactory ui` shows it).")
 

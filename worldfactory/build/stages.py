@@ -110,9 +110,6 @@ class WorkDir:
                              f"materialize the upstream stages first")
         return path.read_bytes()
 
-    def has(self, name: str) -> bool:
-        return (self.path / name).is_file()
-
     def files(self, names: tuple[str, ...] = BUNDLE_FILES) -> dict[str, bytes]:
         return {n: (self.path / n).read_bytes() for n in names if (self.path / n).is_file()}
 
@@ -164,9 +161,7 @@ class BuildContext:
         return self.cache[key]
 
     def world(self, stage: str, names: tuple[str, ...]) -> World:
-        for n in names:
-            self.work.read(n, stage)
-        return World(self.work.files(names))
+        return World({n: self.work.read(n, stage) for n in names})
 
     def tasks(self, stage: str) -> list[Task]:
         raw = self.work.read("tasks.jsonl", stage).decode()
