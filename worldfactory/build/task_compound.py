@@ -178,7 +178,7 @@ def decline(b: TaskBuilder, quota: int) -> None:
             continue
         rule = next(r for r in b.spec.rules if r.name == guard.rule)
         verb = render_verb(tr, addr.text, args)
-        oracle = [*addr.lookup, ToolCall(tool=_tool(table, "get"), args={id_param(table): row["id"]}),
+        oracle = [*addr.lookup, *b.getter(table, row),
                   ToolCall(tool="search_business_rules", args={"name": rule.name})]
         text = b.rng.choice(DECLINE_PHRASES).format(Verb=_cap(verb), verb=verb)
         made += b.add("decline", text, oracle, table.name, answer=rule.label, answer_type="reason")
