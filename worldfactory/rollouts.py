@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
 from worldfactory.runtime.episode import Step
-from worldfactory.runtime.trace import result_hash
+from worldfactory.runtime.trace import result_hash, result_hash_json
 from worldfactory.runtime.world import World
 
 BUCKETS = ("0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1")
@@ -92,7 +92,8 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
             if agent is not None:
                 result = await agent.run(tid, seed)
             else:
-                result = run_policy(world, tid, cfg.policy, seed=seed, name=cfg.label, error_rate=cfg.error_rate)
+                result = run_policy(world, tid, cfg.policy, seed=seed, name=cfg.label, error_rate=cfg.error_rate,
+                                    explain=False)
                 await asyncio.sleep(0)  # let other episodes and the progress bar move
         r = _rollout(world, tid, i, result, cfg.label)
         if on_done is not None:
@@ -149,11 +150,11 @@ def trace_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
     rows = []
     for r in rollouts:
         for s in r.trace:
+            result_json = json.dumps(s.result, sort_keys=True, default=str)
             rows.append({"task_id": r.task_id, "policy": r.policy, "rollout": r.rollout, "step": s.index,
                          "tool": s.tool, "args_json": json.dumps(s.args, sort_keys=True, default=str),
-                         "result_json": json.dumps(s.result, sort_keys=True, default=str), "error": not s.ok,
-                         "error_text": s.error or "", "result_sha256": result_hash(s.ok, s.result, s.error),
-                         "latency_us": s.latency_us})
+                         "result_json": result_json, "error": not s.ok, "error_text": s.error or "",
+                         "result_sha256": result_hash_json(s.ok, result_json, s.error), "latency_us": s.latency_us})
     return rows
 
 

@@ -73,14 +73,14 @@ def run_probes(world: Any) -> dict[str, Any]:
                     failures.append(f"{name}: valid call {valid} failed: {res.error}")
         for bad in examples.get("invalid", []):
             with world.episode() as ep:
-                before = ep.snapshot()
+                before = ep.state_key()
                 res = ep.call(name, bad["args"])
                 calls += 1
                 if res.ok:
                     failures.append(f"{name}: invalid call {bad['args']} succeeded")
                 elif bad["expect"] not in (res.error or ""):
                     failures.append(f"{name}: error for {bad['args']} was '{res.error}', expected '{bad['expect']}'")
-                elif ep.snapshot() != before:
+                elif ep.state_key() != before:
                     failures.append(f"{name}: failed call {bad['args']} changed the database")
     return {"tools": len(world.tool_manifest), "calls": calls, "failures": failures}
 

@@ -65,91 +65,116 @@ class TaskValidity(BaseModel):
         return {"mutants": len(self.mutants), "equivalent": equivalent, "caught": caught, "missed": missed}
 
 
-def _ref_value(norm: dict[str, TableNorm], t: TableNorm, row: dict[str, Any], col: str) -> Any:
-    value = row[col]
-    if value is None:
-        return None
-    if col in t.free_text:
-        return bool(str(value).strip())
-    target = t.refs.get(col) or (row.get(t.poly[col]) if col in t.poly else None)
-    if target in norm and isinstance(value, int) and value > norm[target].seed_max_id:
-        return ("new", target)
-    return round(value, 2) if isinstance(value, float) else value
+def _ref_ref(norm: dict[str, TableNorm], column: str, target: str) -> str:
+    new = f"typeof({column}) = 'integer' AND {column} > {norm[target].seed_max_id}"
+    return f"CASE WHEN {new} THEN 'new' ELSE {column} END"
 
 
-def _seed_row_sql(norm: dict[str, TableNorm], table: str, schema: str) -> str:
+def _ref_exprs(norm: dict[str, TableNorm], table: str, new_rows: bool) -> list[str]:
+    """Each column as the reference compares it, in SQL. Seed rows: free text as present or not,
+    references to rows created in the episode as 'new'. New rows also: polymorphic references, and
+    reals to the cent."""
     t = norm[table]
-    exprs = ["id"]
+    exprs = []
     for c in t.columns:
         if c in t.free_text:
-            exprs.append(f"(coalesce(trim({c}), '') <> '')")
+            exprs.append(f"CASE WHEN {c} IS NULL THEN NULL ELSE trim({c}) <> '' END")
         elif c in t.refs and t.refs[c] in norm:
-            exprs.append(f"CASE WHEN {c} > {norm[t.refs[c]].seed_max_id} THEN -1 ELSE {c} END")
+            exprs.append(_ref_ref(norm, c, t.refs[c]))
+        elif new_rows and c in t.poly:
+            arms = " ".join(f"WHEN '{target}' THEN {_ref_ref(norm, c, target)}" for target in sorted(norm))
+            exprs.append(f"CASE {t.poly[c]} {arms} ELSE {c} END")
+        elif new_rows:
+            exprs.append(f"CASE WHEN typeof({c}) = 'real' THEN round({c}, 2) ELSE {c} END")
         else:
             exprs.append(c)
-    return f"SELECT {', '.join(exprs)} FROM {schema}.{table} WHERE id <= {t.seed_max_id}"
+    return exprs
 
 
-def _new_rows(conn: Any, norm: dict[str, TableNorm], table: str, schema: str) -> list[tuple[Any, ...]]:
-    t = norm[table]
-    cols = ["id", *t.columns]
-    rows = []
-    for raw in conn.execute(f"SELECT {', '.join(cols)} FROM {schema}.{table} WHERE id > {t.seed_max_id}"):
-        row = dict(zip(cols, raw, strict=True))
-        rows.append(tuple(_ref_value(norm, t, row, c) for c in t.columns))
-    return sorted(rows, key=repr)
+TableState = tuple[str | None, str | None]
 
 
-def same_state(ep: Episode, gold_image: bytes, tables: set[str]) -> bool:
-    """Reference equality of the episode's end state and gold's, over the given tables.
+def table_state(ep: Episode, table: str) -> TableState:
+    """One table as the reference compares it: seed rows whole and by id, new rows as a sorted
+    multiset without their surrogate keys; each side one string that SQLite builds.
 
-    Seed rows are compared whole (free text as present or not, references to new rows as 'new'),
-    new rows as a multiset without their surrogate keys. Independent of the verifier's diff.
+    Read with whole-table queries, independent of the verifier's diff and its change log.
     """
     norm = ep.world.norm
-    with ep.attached("gold", gold_image) as conn:
-        for table in sorted(tables & set(norm)):
-            mine, gold = _seed_row_sql(norm, table, "main"), _seed_row_sql(norm, table, "gold")
-            if conn.execute(f"SELECT 1 FROM ({mine} EXCEPT {gold}) LIMIT 1").fetchone():
-                return False
-            if conn.execute(f"SELECT 1 FROM ({gold} EXCEPT {mine}) LIMIT 1").fetchone():
-                return False
-            if _new_rows(conn, norm, table, "main") != _new_rows(conn, norm, table, "gold"):
-                return False
+    max_id = norm[table].seed_max_id
+    seed_cols = " || ',' || ".join(f"quote({e})" for e in ["id", *_ref_exprs(norm, table, new_rows=False)])
+    new_cols = " || ',' || ".join(f"quote({e})" for e in _ref_exprs(norm, table, new_rows=True))
+    seed_rows = ep.conn.execute(f"SELECT group_concat(r, char(10)) FROM (SELECT {seed_cols} AS r FROM main.{table} "
+                                f"WHERE id <= {max_id} ORDER BY id)").fetchone()[0]
+    new_rows = ep.conn.execute(f"SELECT group_concat(r, char(10)) FROM (SELECT {new_cols} AS r FROM main.{table} "
+                               f"WHERE id > {max_id} ORDER BY r)").fetchone()[0]
+    return seed_rows, new_rows
+
+
+def same_state(ep: Episode, gold: dict[str, TableState], seed: Callable[[str], TableState], tables: set[str]) -> bool:
+    """Reference equality of the episode's end state and gold's over the given tables.
+
+    `gold` has gold's state of every table the oracle changed; any other table is as in the seed.
+    """
+    for table in sorted(tables & set(ep.world.norm)):
+        if table_state(ep, table) != (gold[table] if table in gold else seed(table)):
+            return False
     return True
 
 
+class SeedStates:
+    """The reference's view of the seed, per table, read once per world."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.states: dict[str, TableState] = {}
+
+    def __call__(self, table: str) -> TableState:
+        if table not in self.states:
+            with self.world.episode() as ep:
+                self.states[table] = table_state(ep, table)
+        return self.states[table]
+
+
 class OracleRun:
-    """The oracle replayed once, with the database image before every step that a mutant changes."""
+    """The oracle replayed once on one episode, with a checkpoint before every step a mutant changes.
+
+    Mutants rewind to the checkpoint where they part from the oracle and replay only their tail.
+    A rewind discards the checkpoints after it, so plans are run from the latest checkpoint back.
+    """
 
     def __init__(self, world: World, task: Task, cut_points: set[int], verify: Verify | None) -> None:
         self.world, self.task, self.verify = world, task, verify
-        self.images: dict[int, bytes] = {}
-        ep = world.episode(task.task_id)
+        self.cuts = sorted(cut_points | {0, len(task.oracle)})
+        self.ep = world.episode(task.task_id)
         for i, call in enumerate(task.oracle):
-            if i in cut_points:
-                self.images[i] = ep.snapshot()
-            ep.call(call.tool, call.args)
-        self.written = set(ep.written)  # a superset of what any prefix wrote
-        self.gold_image = ep.snapshot()
-        self.images[len(task.oracle)] = self.gold_image
-        self.verdict = verify(ep, task.answer) if verify else ep.verify(task.answer)
-        ep.close()
+            if i in cut_points or i == 0:
+                self.ep.checkpoint(str(i))
+            self.ep.call(call.tool, call.args)
+        self.ep.checkpoint(str(len(task.oracle)))
+        self.written = self.ep.written
+        self.gold = {table: table_state(self.ep, table) for table in sorted(self.written)}
+        self.verdict = self._verify(task.answer)
 
-    def run(self, calls: list[ToolCall], answer: Any) -> tuple[Verdict, set[str], Episode]:
-        """Replay `calls`, starting from the oracle's image at the first step where they differ."""
-        plan = self.task.oracle
-        start = 0
-        while start < len(calls) and start < len(plan) and calls[start] == plan[start]:
-            start += 1
-        base = max((i for i in self.images if i <= start), default=None)
-        ep = self.world.episode(self.task.task_id)
-        if base:
-            ep.restore(self.images[base], self.written)
-        for call in calls[base or 0:]:
-            ep.call(call.tool, call.args)
-        verdict = self.verify(ep, answer) if self.verify else ep.verify(answer)
-        return verdict, set(ep.written), ep
+    def _verify(self, answer: Any) -> Verdict:
+        return self.verify(self.ep, answer) if self.verify else self.ep.verify(answer)
+
+    def base(self, calls: list[ToolCall]) -> int:
+        """The latest checkpoint at or before the first step where `calls` part from the oracle."""
+        start = _first_difference(calls, self.task.oracle)
+        return max(i for i in self.cuts if i <= start)
+
+    def run(self, calls: list[ToolCall], answer: Any, seed: Callable[[str], TableState]) -> tuple[Verdict, bool]:
+        """Replay `calls` from their checkpoint: the verdict, and whether the end state equals gold."""
+        base = self.base(calls)
+        self.ep.rewind(str(base))
+        for call in calls[base:]:
+            self.ep.call(call.tool, call.args)
+        verdict = self._verify(answer)
+        return verdict, same_state(self.ep, self.gold, seed, self.ep.written | self.written)
+
+    def close(self) -> None:
+        self.ep.close()
 
 
 def _is_write(world: World, call: ToolCall) -> bool:
@@ -246,48 +271,54 @@ def _first_difference(calls: list[ToolCall], plan: list[ToolCall]) -> int:
     return i
 
 
-def check_task(world: World, task: Task, rng: random.Random, verify: Verify | None = None) -> TaskValidity:
+def check_task(world: World, task: Task, rng: random.Random, verify: Verify | None = None,
+               seed: Callable[[str], TableState] | None = None) -> TaskValidity:
+    seed = seed or SeedStates(world)
     mutants = mutants_for(world, task, rng)
     swapped = reordered(world, task)
     cuts = {_first_difference(m.calls, task.oracle) for m in mutants}
     if swapped is not None:
         cuts.add(_first_difference(swapped, task.oracle))
-    run = OracleRun(world, task, cuts, verify)
-    oracle, oracle_tables, gold_image = run.verdict, run.written, run.gold_image
     null_ep = world.episode(task.task_id)
     null = verify(null_ep, None) if verify else null_ep.verify(None)
     null_ep.close()
-    report = TaskValidity(task_id=task.task_id, family=task.family, oracle_steps=len(task.oracle),
-                          oracle_passes=oracle.passed, null_fails=not null.passed)
-    if not oracle.passed:
-        report.problems.append("the oracle does not pass")
-    if null.passed:
-        report.problems.append("doing nothing passes")
-    for m in mutants:
-        verdict, tables, ep = run.run(m.calls, m.answer)
-        equal = same_state(ep, gold_image, tables | oracle_tables)
-        ep.close()
+    run = OracleRun(world, task, cuts, verify)
+    try:
+        report = TaskValidity(task_id=task.task_id, family=task.family, oracle_steps=len(task.oracle),
+                              oracle_passes=run.verdict.passed, null_fails=not null.passed)
+        if not run.verdict.passed:
+            report.problems.append("the oracle does not pass")
+        if null.passed:
+            report.problems.append("doing nothing passes")
+        plans = [(m.calls, m.answer) for m in mutants] + ([(swapped, task.answer)] if swapped is not None else [])
+        results: dict[int, tuple[Verdict, bool]] = {}
+        for i in sorted(range(len(plans)), key=lambda i: -run.base(plans[i][0])):  # latest checkpoint first
+            results[i] = run.run(*plans[i], seed)
+    finally:
+        run.close()
+    for i, m in enumerate(mutants):
+        verdict, equal = results[i]
         same_answer = task.answer is None or answers_match(task.answer, m.answer, task.answer_type)
-        outcome = MutantOutcome(kind=m.kind, note=m.note, equivalent=equal and same_answer,
-                                passed=verdict.passed)
+        outcome = MutantOutcome(kind=m.kind, note=m.note, equivalent=equal and same_answer, passed=verdict.passed)
         report.mutants.append(outcome)
         if outcome.passed and not outcome.equivalent:
             report.problems.append(f"mutant passes but differs from gold: {m.kind} ({m.note})")
         if outcome.equivalent and not outcome.passed:
             report.problems.append(f"mutant equals gold but fails: {m.kind} ({m.note})")
     if swapped is not None:
-        verdict, tables, ep = run.run(swapped, task.answer)
-        if same_state(ep, gold_image, tables | oracle_tables):
+        verdict, equal = results[len(mutants)]
+        if equal:
             report.reorder_passes = verdict.passed
             if not verdict.passed:
                 report.problems.append("the oracle with independent steps reordered fails")
-        ep.close()
     return report
 
 
 def check_world(world: World, tasks: list[Task] | None = None, verify: Verify | None = None) -> list[TaskValidity]:
     rng = stage_rng(world.brief.generation_seed, "validity")
-    return [check_task(world, t, rng, verify) for t in (tasks if tasks is not None else list(world.tasks.values()))]
+    seed = SeedStates(world)
+    todo = tasks if tasks is not None else list(world.tasks.values())
+    return [check_task(world, t, rng, verify, seed) for t in todo]
 
 
 def summary(reports: list[TaskValidity]) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def episode_seed(world: World, task_id: str, rollout: int) -> int:
 
 
 def run_policy(world: World, task_id: str, policy: str | Policy, seed: int = 0, name: str | None = None,
-               error_rate: float = 0.1) -> EpisodeResult:
+               error_rate: float = 0.1, explain: bool = True) -> EpisodeResult:
     """Run one episode of a task with a policy (a name or a callable) and grade it."""
     act = policy_named(policy, error_rate) if isinstance(policy, str) else policy
     label = name or (policy if isinstance(policy, str) else getattr(policy, "__name__", "custom"))
@@ -75,7 +75,7 @@ def run_policy(world: World, task_id: str, policy: str | Policy, seed: int = 0, 
     with world.episode(task_id) as ep:
         assert ep.task is not None
         answer = act(ep.task, ep, random.Random(seed))
-        verdict = ep.verify(answer)
+        verdict = ep.verify(answer, explain)
         return EpisodeResult(world_id=world.world_id, task_id=task_id, policy=label, seed=seed, answer=answer,
                              steps=len(ep.trace), trace=list(ep.trace), verdict=verdict,
                              seconds=round(time.perf_counter() - started, 6))

@@ -8,27 +8,23 @@ the agent: they are methods here and never tools.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from worldfactory.runtime.answers import answers_match, normalize_answer
-from worldfactory.runtime.diff import Mismatch, compare, digest, state_diff
+from worldfactory.runtime.connections import tables_written
+from worldfactory.runtime.diff import CHANGES_TABLE, Mismatch, compare, digest, same_diff
 from worldfactory.runtime.toolkit import ToolDB, ToolError
 from worldfactory.spec import Task
 
 if TYPE_CHECKING:
     from worldfactory.runtime.world import World
-
-WRITE_ACTIONS = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
-DENIED_ACTIONS = {sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH}
-
 
 class CallResult(BaseModel):
     ok: bool
@@ -36,13 +32,12 @@ class CallResult(BaseModel):
     error: str | None = None
 
 
-class Step(BaseModel):
+class Step(CallResult):
+    """A call as the trace keeps it; Episode.call returns it (it is the call's result too)."""
+
     index: int
     tool: str
     args: dict[str, Any]
-    ok: bool
-    result: dict[str, Any] | None = None
-    error: str | None = None
     latency_us: float = 0.0
 
 
@@ -68,116 +63,130 @@ class Episode:
         self.world = world
         self.task = task
         self.trace: list[Step] = []
-        self.written: set[str] = set()
         self._lock = threading.Lock()
-        self._allow_attach = False
-        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self.conn.deserialize(world.seed_image)
-        self.conn.execute("PRAGMA foreign_keys = ON")
-        self.conn.set_authorizer(self._authorize)
+        self._session = world.connections.acquire()
+        self.conn = self._session.conn
+        self._session.run("BEGIN")
         self._db = ToolDB(self.conn, world.clock)
+        self.closed = False
 
-    def _authorize(self, action: int, arg1: str | None, *_: Any) -> int:
-        if action in WRITE_ACTIONS and arg1:
-            self.written.add(arg1)
-        if action in DENIED_ACTIONS and not self._allow_attach:
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
+    @property
+    def written(self) -> set[str]:
+        """The world tables this episode has changed (the change log names them)."""
+        with self._lock:
+            self._live()
+            return tables_written(self.conn) & set(self.world.norm)
 
-    def call(self, tool: str, args: dict[str, Any] | None = None) -> CallResult:
+    def _live(self) -> None:
+        if self.closed:
+            raise RuntimeError("this episode is closed; its connection went back to the world's pool")
+
+    def call(self, tool: str, args: dict[str, Any] | None = None) -> Step:
         """Run one tool call atomically; a failure returns an error and changes nothing."""
         started = time.perf_counter()
         args = {} if args is None else args
-        result = self._call(tool, args)
-        step = Step(index=len(self.trace), tool=tool, args=args if isinstance(args, dict) else {"_": args},
-                    ok=result.ok, result=result.result, error=result.error,
-                    latency_us=round((time.perf_counter() - started) * 1e6, 1))
+        result, error = self._call(tool, args)
+        # built from checked values: skipping pydantic's validation keeps a step's bookkeeping small
+        step = Step.model_construct(ok=error is None, result=result, error=error, index=len(self.trace), tool=tool,
+                                    args=args if isinstance(args, dict) else {"_": args},
+                                    latency_us=round((time.perf_counter() - started) * 1e6, 1))
         self.trace.append(step)
-        return result
+        return step
 
-    def _call(self, tool: str, args: Any) -> CallResult:
+    def _call(self, tool: str, args: Any) -> tuple[dict[str, Any] | None, str | None]:
+        """(result, None) or (None, error)."""
+        if self.closed:
+            return None, "this episode is closed; start a new one"
         fn = self.world.functions.get(tool)
         if fn is None:
-            return CallResult(ok=False, error=f"unknown tool '{tool}'; list the tools to see what this world offers")
+            return None, f"unknown tool '{tool}'; list the tools to see what this world offers"
         if not isinstance(args, dict):
-            return CallResult(ok=False, error=f"invalid arguments for {tool}: expected a JSON object")
-        errors = sorted(self.world.validators[tool].iter_errors(args), key=lambda e: list(e.absolute_path))
-        if errors:
-            return CallResult(ok=False, error=schema_message(tool, errors))
+            return None, f"invalid arguments for {tool}: expected a JSON object"
+        error = self.world.argument_error(tool, args)
+        if error is not None:
+            return None, error
+        session = self._session
         with self._lock:
-            self.conn.execute("SAVEPOINT tool_call")
+            session.run(session.savepoint)
             try:
                 out = fn(self._db, **args)
-                text = json.dumps(out, default=str)
+                converted: list[bool] = []
+                text = json.dumps(out, default=lambda v: converted.append(True) or str(v))
             except ToolError as exc:
                 self._undo()
-                return CallResult(ok=False, error=f"{tool} refused: {exc}")
+                return None, f"{tool} refused: {exc}"
             except sqlite3.Error as exc:
                 self._undo()
-                return CallResult(ok=False, error=f"{tool} failed in the database: {exc}")
+                return None, f"{tool} failed in the database: {exc}"
             except Exception as exc:  # a bug in generated code must not leave partial writes
                 self._undo()
-                return CallResult(ok=False, error=f"{tool} failed: {type(exc).__name__}: {exc}")
-            self.conn.execute("RELEASE tool_call")
-        return CallResult(ok=True, result=json.loads(text))
+                return None, f"{tool} failed: {type(exc).__name__}: {exc}"
+            session.run(session.release)
+        if converted or not isinstance(out, dict):  # values JSON cannot hold: the client sees them as text
+            out = json.loads(text)
+        return out, None
 
     def _undo(self) -> None:
-        self.conn.execute("ROLLBACK TO tool_call")
-        self.conn.execute("RELEASE tool_call")
+        self._session.run(self._session.undo)
+        self._session.run(self._session.release)
 
     def snapshot(self) -> bytes:
-        """The episode's current database bytes (for byte-identical checks)."""
-        with self._lock:
-            return self.conn.serialize()
+        """A hash of every table's rows, change log included: equal snapshots mean equal states.
 
-    def restore(self, image: bytes, written: set[str]) -> None:
-        """Continue from another database image of this world (harness use: replaying from a checkpoint).
-
-        `written` must cover every table the image changed against the seed, so diffs stay complete.
+        Read from the tables rather than `serialize`, which cannot see the episode's open
+        transaction. It reads the whole database; state_key is the cheap test for "did anything change".
         """
         with self._lock:
-            self._allow_attach = True
-            try:
-                self.conn.deserialize(image)
-            finally:
-                self._allow_attach = False
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            self.written |= written
+            self._live()
+            names = [r[0] for r in self.conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            digest = hashlib.sha256()
+            for name in names:
+                digest.update(f"\0{name}\0".encode())
+                for row in self.conn.execute(f"SELECT * FROM {name} ORDER BY 1, 2"):
+                    digest.update(repr(row).encode())
+            return digest.hexdigest().encode()
 
-    @contextmanager
-    def attached(self, name: str, image: bytes) -> Iterator[sqlite3.Connection]:
-        """The episode's connection with another database image attached as `name` (harness use only)."""
+    def state_key(self) -> str:
+        """A hash of the change log and the rows it names: equal keys mean the same changes to the seed."""
+        diff = self.diff()
         with self._lock:
-            self._allow_attach = True
-            self.conn.execute(f"ATTACH DATABASE ':memory:' AS {name}")
-            try:
-                self.conn.deserialize(image, name=name)
-                yield self.conn
-            finally:
-                self.conn.execute(f"DETACH DATABASE {name}")
-                self._allow_attach = False
+            logged = list(self.conn.execute(f"SELECT tbl, id FROM {CHANGES_TABLE} ORDER BY tbl, id"))
+        return hashlib.sha256(repr((logged, digest(diff))).encode()).hexdigest()
 
-    def diff(self) -> dict[str, Any]:
-        """Normalised changes against the seed, over every table that was written."""
+    def checkpoint(self, name: str) -> None:
+        """Mark the current state, to come back to it with rewind (harness use: mutants of an oracle)."""
         with self._lock:
-            self._allow_attach = True
-            try:
-                self.conn.execute("ATTACH DATABASE ':memory:' AS seed")
-                self.conn.deserialize(self.world.seed_image, name="seed")
-                return state_diff(self.conn, self.world.norm, sorted(self.written & set(self.world.norm)))
-            finally:
-                self.conn.execute("DETACH DATABASE seed")
-                self._allow_attach = False
+            self._live()
+            self._session.run(f"SAVEPOINT cp_{name}")
 
-    def verify(self, answer: Any = None) -> Verdict:
-        """Grade the end state (and answer) against the task's gold; reward is 1 or 0."""
+    def rewind(self, name: str) -> None:
+        """Back to a checkpoint, which stays; checkpoints made after it are gone."""
+        with self._lock:
+            self._live()
+            self._session.run(f"ROLLBACK TO cp_{name}")
+
+    def diff(self, canonical: bool = True) -> dict[str, Any]:
+        """Normalised changes against the seed: the rows the change log names, compared with the seed's."""
+        with self._lock:
+            self._live()
+            return self.world.differ.diff(self.conn, canonical)
+
+    def verify(self, answer: Any = None, explain: bool = True) -> Verdict:
+        """Grade the end state (and answer) against the task's gold; reward is 1 or 0.
+
+        explain=False leaves out the itemised state mismatches of a failed episode (rollouts only
+        need the reward, and a failed 1,000-call task has thousands).
+        """
         if self.task is None:
             raise ValueError("this episode has no task to verify; open it with world.episode(task_id)")
         gold = self.world.verifiers.get("tasks", {}).get(self.task.task_id)
         if gold is None:
             raise ValueError(f"no verifier for task {self.task.task_id}; rebuild the world")
-        got = self.diff()
-        mismatches = [] if digest(got) == gold["digest"] else compare(gold["diff"], got)
+        got = self.diff(canonical=False)
+        same = same_diff(gold["diff"], got, self.world.gold_bags(self.task.task_id))
+        mismatches = [] if same else compare(gold["diff"], got) if explain else [
+            Mismatch(table="*", key="*", column="*", expected="the gold end state", got="a different end state")]
         answer_ok: bool | None = None
         if self.task.answer is not None:
             answer_ok = answers_match(self.task.answer, answer, self.task.answer_type)
@@ -189,7 +198,15 @@ class Episode:
         return Verdict(passed=passed, reward=1.0 if passed else 0.0, answer_ok=answer_ok, mismatches=mismatches)
 
     def close(self) -> None:
-        self.conn.close()
+        """Hand the connection back to the world's pool; the episode cannot be used after this."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                self._session.run("ROLLBACK")
+            finally:
+                self.world.connections.release(self._session)
 
     def __enter__(self) -> Episode:
         return self

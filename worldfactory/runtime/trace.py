@@ -64,7 +64,16 @@ class ReplayReport(BaseModel):
 
 
 def result_hash(ok: bool, result: Any, error: str | None) -> str:
-    raw = json.dumps({"ok": ok, "result": result, "error": error}, sort_keys=True, default=str)
+    return result_hash_json(ok, json.dumps(result, sort_keys=True, default=str), error)
+
+
+def result_hash_json(ok: bool, result_json: str, error: str | None) -> str:
+    """result_hash from the result's canonical JSON, when the caller has it already.
+
+    The bytes hashed are those of json.dumps({"ok", "result", "error"}, sort_keys=True): keys in
+    sorted order, the result's own JSON in its place.
+    """
+    raw = f'{{"error": {json.dumps(error)}, "ok": {json.dumps(ok)}, "result": {result_json}}}'
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

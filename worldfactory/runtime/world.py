@@ -9,15 +9,18 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 import types
 from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import jsonschema_rs
 from jsonschema import Draft202012Validator
 
-from worldfactory.runtime.diff import TableNorm
+from worldfactory.runtime.connections import ConnectionPool
+from worldfactory.runtime.diff import ChangeDiffer, TableNorm, changelog_ddl, inserted_bags
 from worldfactory.spec import Task, WorldSpec
 
 BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json")
@@ -32,6 +35,22 @@ def load_tools_module(source: str, name: str) -> types.ModuleType:
     module.__file__ = f"<{name}/tools.py>"
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module
+
+
+def runtime_image(seed_image: bytes, tables: list[str]) -> bytes:
+    """The seed plus a change log that triggers keep: episodes start from this image.
+
+    Every insert, update and delete on a world table records the row's key, so a verifier diffs
+    only the rows that changed instead of whole tables. The world's own tables and rows are the
+    seed's, unchanged; the log starts empty.
+    """
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(seed_image)
+        conn.executescript(changelog_ddl(tables))
+        return conn.serialize()
+    finally:
+        conn.close()
 
 
 def normalization(spec: WorldSpec, seed_image: bytes) -> dict[str, TableNorm]:
@@ -80,7 +99,16 @@ class World:
                 raise WorldError(f"tools.py has no tool function '{name}' listed in tools.json")
             self.functions[name] = fn
         self.validators = {n: Draft202012Validator(t["input_schema"]) for n, t in self.tools_by_name.items()}
+        # The compiled validator answers valid-or-not in microseconds; the Python one words the errors.
+        self.fast_validators = {n: jsonschema_rs.validator_for(t["input_schema"])
+                                for n, t in self.tools_by_name.items()}
         self.norm = normalization(self.spec, self.seed_image)
+        self.start_image = runtime_image(self.seed_image, [t.name for t in self.spec.tables])
+        self._seed_rows: dict[str, dict[int, tuple[Any, ...]]] = {}
+        self._lock = threading.Lock()
+        self.differ = ChangeDiffer(self.norm, self.seed_rows)
+        self.connections = ConnectionPool(self.start_image)
+        self._gold_bags: dict[str, dict[str, Any]] = {}
         self.tasks: dict[str, Task] = {}
         if "tasks.jsonl" in files:
             for line in files["tasks.jsonl"].decode().splitlines():
@@ -99,6 +127,41 @@ class World:
             raise WorldError(f"{root}: no world.json here; build the world first (`worldfactory build WORLD_ID`)")
         files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
         return cls(files, root)
+
+    def seed_rows(self, table: str) -> dict[int, tuple[Any, ...]]:
+        """The seed's rows of one table by id (id first, then the columns in spec order); read once."""
+        rows = self._seed_rows.get(table)
+        if rows is None:
+            with self._lock:
+                rows = self._seed_rows.get(table)
+                if rows is None:
+                    cols = ", ".join(["id", *self.norm[table].columns])
+                    conn = sqlite3.connect(":memory:")
+                    try:
+                        conn.deserialize(self.seed_image)
+                        rows = {r[0]: r for r in conn.execute(f"SELECT {cols} FROM {table}")}
+                    finally:
+                        conn.close()
+                    self._seed_rows[table] = rows
+        return rows
+
+    def argument_error(self, tool: str, args: dict[str, Any]) -> str | None:
+        """What is wrong with a call's arguments, or None: the compiled check first, the words only on failure."""
+        if self.fast_validators[tool].is_valid(args):
+            return None
+        from worldfactory.runtime.episode import schema_message
+
+        errors = sorted(self.validators[tool].iter_errors(args), key=lambda e: list(e.absolute_path))
+        if errors:
+            return schema_message(tool, errors)
+        return f"invalid arguments for {tool}: a number is out of range (not finite, or too large)"
+
+    def gold_bags(self, task_id: str) -> dict[str, Any]:
+        """The inserted rows of a task's gold diff as multisets: what verify compares an episode's with."""
+        bags = self._gold_bags.get(task_id)
+        if bags is None:
+            bags = self._gold_bags[task_id] = inserted_bags(self.verifiers["tasks"][task_id]["diff"])
+        return bags
 
     @cached_property
     def content_hash(self) -> str:
