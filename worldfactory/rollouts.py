@@ -150,7 +150,7 @@ def trace_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
     rows = []
     for r in rollouts:
         for s in r.trace:
-            result_json = json.dumps(s.result, sort_keys=True, default=str)
+            result_json = s.result_json
             rows.append({"task_id": r.task_id, "policy": r.policy, "rollout": r.rollout, "step": s.index,
                          "tool": s.tool, "args_json": json.dumps(s.args, sort_keys=True, default=str),
                          "result_json": result_json, "error": not s.ok, "error_text": s.error or "",

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 import worldfactory
 from worldfactory.build.bundle import publish, sha256, world_manifest, world_readme
 from worldfactory.build.data import build_seed_db, check_seed
+from worldfactory.build.gold import run_oracle
 from worldfactory.build.probes import probes_for
 from worldfactory.build.schema import build_spec, check_schema, schema_sql
 from worldfactory.build.tasks import generate_tasks
@@ -210,8 +211,7 @@ def make_tasks(ctx: BuildContext) -> dict[str, int]:
     world = ctx.world("world_tasks", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json"))
 
     def replays(task: Task) -> bool:  # a task is only added if its oracle runs cleanly on a fresh seed copy
-        with world.episode() as ep:
-            return all(ep.call(c.tool, c.args).ok for c in task.oracle)
+        return not run_oracle(world, task).failure
 
     tasks = generate_tasks(spec, names, ctx.work.read("seed.db", "world_tasks"), replays)
     ctx.work.write("tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks).encode())
@@ -224,8 +224,8 @@ def make_verifiers(ctx: BuildContext) -> dict[str, int]:
     world = ctx.world("world_verifiers", ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py",
                                           "tools.json", "tasks.jsonl"))
     verifiers = build_verifiers(world, list(world.tasks.values()))
-    graded = World({**world.files, "verifiers.json": verifiers_json(verifiers).encode()})
-    reports = check_world(graded)
+    world.use_verifiers(json.loads(json.dumps(verifiers, default=str)))  # as verifiers.json will read back
+    reports = check_world(world)
     dropped = {r.task_id: r.problems for r in reports if not r.valid}
     if dropped:  # a task whose grader can be fooled is not served
         verifiers["tasks"] = {k: v for k, v in verifiers["tasks"].items() if k not in dropped}
@@ -370,13 +370,11 @@ def prove_tasks(ctx: BuildContext) -> dict[str, int | float | str]:
     if not world.tasks:
         raise StageError("the world has no tasks")
     calls = 0
-    for task in world.tasks.values():
-        with world.episode() as ep:
-            for i, call in enumerate(task.oracle):
-                res = ep.call(call.tool, call.args)
-                calls += 1
-                if not res.ok:
-                    raise VerifierError(f"task {task.task_id}: oracle step {i} ({call.tool}) fails: {res.error}")
+    for task in world.tasks.values():  # the run the tasks stage made, when it ran in this process
+        failure = run_oracle(world, task).failure
+        if failure:
+            raise VerifierError(f"task {task.task_id}: {failure}")
+        calls += len(task.oracle)
     families = Counter(t.family for t in world.tasks.values())
     return {"tasks": len(world.tasks), "oracle_calls": calls, **{f"family.{k}": v for k, v in sorted(families.items())}}
 

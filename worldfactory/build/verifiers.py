@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worldfactory.runtime.answers import normalize_answer
-from worldfactory.runtime.diff import digest
+from worldfactory.build.gold import run_oracle
+from worldfactory.runtime.answers import answers_match, normalize_answer
+from worldfactory.runtime.diff import compare, digest, same_diff
 from worldfactory.runtime.world import World
 from worldfactory.spec import Task
 
@@ -22,12 +23,10 @@ class VerifierError(ValueError):
 
 
 def gold_for(world: World, task: Task) -> dict[str, Any]:
-    with world.episode() as ep:
-        for i, call in enumerate(task.oracle):
-            res = ep.call(call.tool, call.args)
-            if not res.ok:
-                raise VerifierError(f"task {task.task_id}: oracle step {i} ({call.tool}) failed: {res.error}")
-        diff = ep.diff()
+    outcome = run_oracle(world, task)
+    if outcome.failure:
+        raise VerifierError(f"task {task.task_id}: {outcome.failure}")
+    diff = outcome.diff
     if not diff and task.answer is None:
         raise VerifierError(f"task {task.task_id}: the oracle changes nothing and expects no answer")
     return {
@@ -53,19 +52,34 @@ def verifiers_json(verifiers: dict[str, Any]) -> str:
 
 
 def check_verifiers(world: World) -> dict[str, Any]:
-    """The proof: oracle 1 and null 0 for every task of a loaded world."""
-    from worldfactory.policies.base import run_policy
+    """The proof: oracle 1 and null 0 for every task of a loaded world.
 
+    The oracle's end state is the build's one run of it (build/gold.py), graded against the
+    verifiers as stored: its diff must match the stored gold, digest included, so a verifiers.json
+    edited after the fact fails here. Doing nothing is graded through Episode.verify.
+    """
     oracle_pass = null_pass = 0
     failures: list[str] = []
-    for task_id in world.tasks:
-        o = run_policy(world, task_id, "oracle")
-        n = run_policy(world, task_id, "null")
-        oracle_pass += o.verdict.passed
-        null_pass += n.verdict.passed
-        if not o.verdict.passed:
-            failures.append(f"{task_id}: oracle fails ({o.verdict.mismatches[:2]})")
-        if n.verdict.passed:
+    for task_id, task in world.tasks.items():
+        gold = world.verifiers.get("tasks", {}).get(task_id)
+        outcome = run_oracle(world, task)
+        if gold is None:
+            failures.append(f"{task_id}: no verifier")
+            continue
+        if outcome.failure:
+            failures.append(f"{task_id}: {outcome.failure}")
+            continue
+        diff_ok = same_diff(gold["diff"], outcome.diff) and digest(outcome.diff) == gold["digest"]
+        answer_ok = task.answer is None or answers_match(task.answer, gold["answer"], task.answer_type)
+        oracle_pass += diff_ok and answer_ok
+        if not diff_ok:
+            failures.append(f"{task_id}: oracle fails ({compare(gold['diff'], outcome.diff)[:2]})")
+        elif not answer_ok:
+            failures.append(f"{task_id}: the stored answer is not the oracle's")
+        with world.episode(task_id) as ep:
+            null = ep.verify(None)
+        null_pass += null.passed
+        if null.passed:
             failures.append(f"{task_id}: doing nothing passes")
     if failures:
         raise VerifierError("verifier check failed: " + "; ".join(failures[:5]))

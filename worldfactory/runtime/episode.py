@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from worldfactory.runtime.answers import answers_match, normalize_answer
 from worldfactory.runtime.connections import tables_written
@@ -39,6 +39,14 @@ class Step(CallResult):
     tool: str
     args: dict[str, Any]
     latency_us: float = 0.0
+    _result_json: str | None = PrivateAttr(default=None)  # the result as canonical JSON, made once per call
+
+    @property
+    def result_json(self) -> str:
+        """The result as json.dumps(result, sort_keys=True, default=str): what traces store and hash."""
+        if self._result_json is None:
+            self._result_json = json.dumps(self.result, sort_keys=True, default=str)
+        return self._result_json
 
 
 class Verdict(BaseModel):
@@ -85,46 +93,47 @@ class Episode:
         """Run one tool call atomically; a failure returns an error and changes nothing."""
         started = time.perf_counter()
         args = {} if args is None else args
-        result, error = self._call(tool, args)
+        result, error, text = self._call(tool, args)
         # built from checked values: skipping pydantic's validation keeps a step's bookkeeping small
         step = Step.model_construct(ok=error is None, result=result, error=error, index=len(self.trace), tool=tool,
                                     args=args if isinstance(args, dict) else {"_": args},
                                     latency_us=round((time.perf_counter() - started) * 1e6, 1))
+        step._result_json = text
         self.trace.append(step)
         return step
 
-    def _call(self, tool: str, args: Any) -> tuple[dict[str, Any] | None, str | None]:
-        """(result, None) or (None, error)."""
+    def _call(self, tool: str, args: Any) -> tuple[dict[str, Any] | None, str | None, str]:
+        """(result, None, result as canonical JSON) or (None, error, "null")."""
         if self.closed:
-            return None, "this episode is closed; start a new one"
+            return None, "this episode is closed; start a new one", "null"
         fn = self.world.functions.get(tool)
         if fn is None:
-            return None, f"unknown tool '{tool}'; list the tools to see what this world offers"
+            return None, f"unknown tool '{tool}'; list the tools to see what this world offers", "null"
         if not isinstance(args, dict):
-            return None, f"invalid arguments for {tool}: expected a JSON object"
+            return None, f"invalid arguments for {tool}: expected a JSON object", "null"
         error = self.world.argument_error(tool, args)
         if error is not None:
-            return None, error
+            return None, error, "null"
         session = self._session
         with self._lock:
             session.run(session.savepoint)
             try:
                 out = fn(self._db, **args)
                 converted: list[bool] = []
-                text = json.dumps(out, default=lambda v: converted.append(True) or str(v))
+                text = json.dumps(out, sort_keys=True, default=lambda v: converted.append(True) or str(v))
             except ToolError as exc:
                 self._undo()
-                return None, f"{tool} refused: {exc}"
+                return None, f"{tool} refused: {exc}", "null"
             except sqlite3.Error as exc:
                 self._undo()
-                return None, f"{tool} failed in the database: {exc}"
+                return None, f"{tool} failed in the database: {exc}", "null"
             except Exception as exc:  # a bug in generated code must not leave partial writes
                 self._undo()
-                return None, f"{tool} failed: {type(exc).__name__}: {exc}"
+                return None, f"{tool} failed: {type(exc).__name__}: {exc}", "null"
             session.run(session.release)
         if converted or not isinstance(out, dict):  # values JSON cannot hold: the client sees them as text
             out = json.loads(text)
-        return out, None
+        return out, None, text
 
     def _undo(self) -> None:
         self._session.run(self._session.undo)

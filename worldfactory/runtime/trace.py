@@ -73,7 +73,8 @@ def result_hash_json(ok: bool, result_json: str, error: str | None) -> str:
     The bytes hashed are those of json.dumps({"ok", "result", "error"}, sort_keys=True): keys in
     sorted order, the result's own JSON in its place.
     """
-    raw = f'{{"error": {json.dumps(error)}, "ok": {json.dumps(ok)}, "result": {result_json}}}'
+    err = "null" if error is None else json.dumps(error)
+    raw = f'{{"error": {err}, "ok": {"true" if ok else "false"}, "result": {result_json}}}'
     return hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -156,12 +156,25 @@ class World:
             return schema_message(tool, errors)
         return f"invalid arguments for {tool}: a number is out of range (not finite, or too large)"
 
+    def use_verifiers(self, verifiers: dict[str, Any]) -> None:
+        """Grade with these verifiers (the build's verifier stage, before verifiers.json is written)."""
+        self.verifiers = verifiers
+        self._gold_bags.clear()
+
     def gold_bags(self, task_id: str) -> dict[str, Any]:
         """The inserted rows of a task's gold diff as multisets: what verify compares an episode's with."""
         bags = self._gold_bags.get(task_id)
         if bags is None:
             bags = self._gold_bags[task_id] = inserted_bags(self.verifiers["tasks"][task_id]["diff"])
         return bags
+
+    @cached_property
+    def code_hash(self) -> str:
+        """Identifies the seed and the tool code: what a plan's outcome depends on."""
+        digest = hashlib.sha256()
+        for name in ("seed.db", "tools.py", "tools.json"):
+            digest.update(name.encode() + b"\0" + self.files[name] + b"\0")
+        return digest.hexdigest()
 
     @cached_property
     def content_hash(self) -> str:

@@ -1,0 +1,53 @@
+"""Each oracle plan is run once per build: its outcome is kept for every stage that needs it.
+
+The tasks stage replays every candidate's oracle to accept it; the tasks proof, the gold diffs of
+the verifiers and their proof need the same run. The outcome of a plan depends only on the seed,
+the tool code and the plan, so it is keyed by their hash and shared within the process. A stage
+run in another process computes it again: the cache saves work, never changes an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+from worldfactory.runtime.world import World
+from worldfactory.spec import Task
+
+CACHE_SIZE = 20_000  # oracle outcomes kept per process (a world has about 100 to 400 candidates)
+
+
+class OracleOutcome(NamedTuple):
+    failure: str  # empty when every step succeeded
+    diff: dict[str, Any]  # the end state's canonical diff against the seed (gold); do not mutate
+
+
+_CACHE: OrderedDict[str, OracleOutcome] = OrderedDict()
+
+
+def _key(world: World, task: Task) -> str:
+    plan = json.dumps([[c.tool, c.args] for c in task.oracle], sort_keys=True, default=str)
+    return hashlib.sha256(f"{world.code_hash}\0{plan}".encode()).hexdigest()
+
+
+def run_oracle(world: World, task: Task) -> OracleOutcome:
+    """The oracle's outcome on a fresh copy of the seed: the first failing step, or the gold diff."""
+    key = _key(world, task)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        _CACHE.move_to_end(key)
+        return hit
+    failure = ""
+    with world.episode() as ep:
+        for i, call in enumerate(task.oracle):
+            res = ep.call(call.tool, call.args)
+            if not res.ok:
+                failure = f"oracle step {i} ({call.tool}) fails: {res.error}"
+                break
+        outcome = OracleOutcome(failure, {} if failure else ep.diff())
+    _CACHE[key] = outcome
+    if len(_CACHE) > CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return outcome
