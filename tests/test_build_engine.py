@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PYTHON, ROOT
+from tests.conftest import EXAMPLES, PYTHON, ROOT
 from worldfactory.build.pipeline import StageFailed, build_world
 from worldfactory.templates import TemplateError, load_templates
 
@@ -20,24 +20,22 @@ def _hashes(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
 
 
-def test_same_world_in_two_processes_is_byte_identical(tmp_path: Path) -> None:
-    outs = []
-    for name in ("a", "b"):
-        out = tmp_path / name
-        r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", WORLD, "--no-dagster", "--data", str(out)],
-                           capture_output=True, text=True, timeout=300,
-                           env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "1" if name == "a" else "2"})
-        assert r.returncode == 0, r.stderr
-        outs.append(_hashes(out / "worlds" / WORLD))
-    assert outs[0] == outs[1]
-    assert {"seed.db", "tools.py", "tools.json", "tasks.jsonl", "verifiers.json", "world.json"} <= set(outs[0])
+def test_same_world_in_another_process_is_byte_identical(tmp_path: Path, worlds_dir: Path) -> None:
+    """A fresh process with another hash seed builds exactly the bytes the test session built."""
+    out = tmp_path / "other"
+    r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", EXAMPLES[0], "--no-dagster", "--data", str(out)],
+                       capture_output=True, text=True, timeout=300,
+                       env={"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "7"})
+    assert r.returncode == 0, r.stderr
+    here, there = _hashes(worlds_dir / EXAMPLES[0]), _hashes(out / "worlds" / EXAMPLES[0])
+    assert here == there
+    assert {"seed.db", "tools.py", "tools.json", "tasks.jsonl", "verifiers.json", "world.json"} <= set(here)
 
 
-def test_variants_differ(tmp_path: Path) -> None:
-    ts = load_templates()
-    a = build_world("litigation-firm.startup--v001", tmp_path, ts)
-    b = build_world("litigation-firm.startup--v002", tmp_path, ts)
-    ha, hb = _hashes(Path(a.path)), _hashes(Path(b.path))
+def test_variants_differ(tmp_path: Path, worlds_dir: Path) -> None:
+    other = EXAMPLES[0].replace("--v001", "--v002")
+    b = build_world(other, tmp_path, load_templates())
+    ha, hb = _hashes(worlds_dir / EXAMPLES[0]), _hashes(Path(b.path))
     assert ha["seed.db"] != hb["seed.db"] and ha["tasks.jsonl"] != hb["tasks.jsonl"]
 
 
