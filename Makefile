@@ -24,6 +24,7 @@ lint: $(STAMP)
 bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
 	$(BIN)/python bench/runtime_bench.py
 	$(BIN)/python bench/dagster_bench.py
+	$(BIN)/python bench/factory_parallel_bench.py
 	$(BIN)/python bench/tasks_bench.py
 	$(BIN)/python bench/rollouts_bench.py
 

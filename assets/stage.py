@@ -5,12 +5,13 @@ file hashes and cost as metadata (zeros on the offline path are measured zeros),
 puts its reason in its metadata when it fails, which stops that world's downstream stages.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
 import dagster as dg
 
+from assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_condition, stale_worlds
 from pipelines.partitions import world_partitions
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore
@@ -18,8 +19,6 @@ from worldfactory.build.stages import STAGE_BY_NAME, Proof, StageReport, run_mak
 
 # `worldfactory build` sets this to move its progress bar; Dagster runs elsewhere leave it unset.
 PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfactory_progress", default=None)
-NIGHTLY_CRON = "0 3 * * *"
-NIGHTLY = dg.AutomationCondition.on_cron(NIGHTLY_CRON, cron_timezone="UTC")
 GROUP = "world"
 COST_KEYS = ("cpu_seconds", "wall_seconds", "llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections")
 
@@ -73,24 +72,44 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition], pool: str | None
     A run normally holds one world. A run over a range of world partitions (`worldfactory build
     --batch N`) builds them all in each step, which spreads Dagster's fixed cost per step over N
     worlds; it is all-or-nothing per stage, and the CLI reruns a failed batch one world per run.
+
+    Staleness (assets/versions.py): the stage's code version is the engine's source fingerprint;
+    each world's materialization records its inputs fingerprint (metadata, and the data version
+    in a one-world run). The first stage skips the whole run when every world in it is already
+    current (a backfill over unchanged worlds does nothing), unless the run is tagged
+    `worldfactory/force=true`; the stages after it are then skipped by Dagster.
     """
     stage = STAGE_BY_NAME[name]
+    first = not deps
     spec = dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves)
 
     @dg.asset(name=stage.name, partitions_def=world_partitions, deps=list(deps), group_name=GROUP,
-              kinds={"python", "sqlite"}, automation_condition=NIGHTLY, check_specs=[spec], pool=pool,
-              retry_policy=retry_policy,
+              kinds={"python", "sqlite"}, automation_condition=nightly_condition(), check_specs=[spec], pool=pool,
+              retry_policy=retry_policy, code_version=code_version(), output_required=not first,
               description=f"{stage.name}: writes {', '.join(stage.files)}. Proof: {stage.proves}.")
     def _asset(context: dg.AssetExecutionContext, world_store: WorldStore,
-               rollout_policy: RolloutPolicy) -> dg.MaterializeResult:
+               rollout_policy: RolloutPolicy) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         # every stage gets the policy so its BuildContext is whole; only task_rollouts reads it
+        keys = list(context.partition_keys)
+        if first and context.run.tags.get(FORCE_TAG) != "true" and not stale_worlds(context.instance, world_store,
+                                                                                    keys):
+            why = (f"{', '.join(keys)}: up to date (its latest bundle, in Dagster and on disk, has the current "
+                   f"inputs fingerprint); not rebuilt. Tag the run {FORCE_TAG}=true to rebuild anyway.")
+            context.log.info(why)
+            # no materialization: Dagster skips every later stage; the check says why (its output is required)
+            yield dg.AssetCheckResult(check_name=stage.check, passed=True, severity=dg.AssetCheckSeverity.ERROR,
+                                      metadata={"up_to_date": True, "reason": why})
+            return
         hook = PROGRESS.get()
         reports: list[StageReport] = []
         proofs: list[Proof] = []
-        for world_id in context.partition_keys:
+        inputs: dict[str, str] = {}
+        for world_id in keys:
             if hook is not None:
                 hook(world_id, stage.name)
             ctx = world_store.context(world_id, rollout_policy.config())
+            inputs[world_id] = ctx.inputs
+            context.add_asset_metadata({INPUTS_KEY: ctx.inputs}, partition_key=world_id)
             report = run_make(stage, ctx)
             proofs.append(run_prove(stage, ctx))
             report.cost = ctx.work.costs()[stage.name]  # make + proof
@@ -107,6 +126,8 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition], pool: str | None
                 check_meta["reason"] = dg.MetadataValue.md("\n".join(f"- {p.world_id}: {p.reason}" for p in failed))
         check = dg.AssetCheckResult(check_name=stage.check, passed=all(p.passed for p in proofs),
                                     severity=dg.AssetCheckSeverity.ERROR, metadata=check_meta)
-        return dg.MaterializeResult(metadata=meta, check_results=[check])
+        # a one-world run: the world's inputs fingerprint is the data version of this partition
+        version = dg.DataVersion(inputs[keys[0]]) if len(keys) == 1 else None
+        yield dg.MaterializeResult(metadata=meta, check_results=[check], data_version=version)
 
     return _asset

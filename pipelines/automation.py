@@ -1,6 +1,8 @@
 """Registration sensor (new worlds from the registry and data/briefs/) and the nightly rebuild."""
 
 # No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
+import warnings
+
 import dagster as dg
 
 from assets.stage import GROUP
@@ -33,8 +35,11 @@ def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: Worl
     )
 
 
-nightly_rebuild = dg.AutomationConditionSensorDefinition(
-    "nightly_rebuild", target=dg.AssetSelection.groups(GROUP, "catalog"),
-    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60,
-    description="Rebuilds every registered world at 03:00 UTC and refreshes the catalog at 03:30 UTC.",
-)
+with warnings.catch_warnings():  # `use_user_code_server` is beta in Dagster 1.13; the custom condition needs it
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    nightly_rebuild = dg.AutomationConditionSensorDefinition(
+        "nightly_rebuild", target=dg.AssetSelection.groups(GROUP, "catalog"),
+        default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60, use_user_code_server=True,
+        description="At 03:00 UTC rebuilds the registered worlds whose inputs changed (engine source, the template "
+                    "files and brief each reads) or that were never built; refreshes the catalog at 03:30 UTC.",
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import brief, bundle, catalog, curated, rollouts, schema, seed, tasks, tools, verifiers
+from assets.versions import nightly_condition
 from pipelines.automation import nightly_rebuild, world_registry_sensor
 from pipelines.jobs import catalog_refresh, world_build
 from resources.policy import RolloutPolicy
@@ -18,12 +19,15 @@ STAGE_MODULES = (brief, schema, seed, tools, tasks, verifiers, rollouts, curated
 
 
 def make_definitions(store: WorldStore | None = None, policy: RolloutPolicy | None = None) -> dg.Definitions:
-    stage_assets = [getattr(m, f"{m.__name__.split('.')[-1]}_asset") for m in STAGE_MODULES]
+    store = store or default_store()
+    nightly = nightly_condition(store)  # asks this store's templates and bundles which worlds changed
+    stage_assets = [getattr(m, f"{m.__name__.split('.')[-1]}_asset").map_asset_specs(
+        lambda spec: spec.replace_attributes(automation_condition=nightly)) for m in STAGE_MODULES]
     return dg.Definitions(
         assets=[*stage_assets, catalog.world_catalog],
         jobs=[world_build, catalog_refresh],
         sensors=[world_registry_sensor, nightly_rebuild],
-        resources={"world_store": store or default_store(), "rollout_policy": policy or RolloutPolicy()},
+        resources={"world_store": store, "rollout_policy": policy or RolloutPolicy()},
         executor=dg.in_process_executor,
     )
 

@@ -1,14 +1,16 @@
 """What the `worldfactory` CLI does through Dagster: register worlds, build them, delete them.
 
-Builds run in this process against the persistent instance under DAGSTER_HOME (default
-`.dagster_home/` in the working directory, created on first use), so every build the CLI makes
-shows in the UI afterwards with its metadata, checks and lineage.
+Builds run in process (in this process, or with --jobs N in N worker processes) against the
+persistent instance under DAGSTER_HOME (default `.dagster_home/` in the working directory,
+created on first use), so every build the CLI makes shows in the UI afterwards with its metadata,
+checks and lineage.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +20,13 @@ import dagster as dg
 from pydantic import BaseModel
 
 from assets.stage import PROGRESS
+from assets.versions import FORCE_TAG, stale_worlds
 from pipelines.definitions import make_definitions
 from pipelines.partitions import world_partitions
 from resources.world_store import WorldStore
-from worldfactory.build.pipeline import is_up_to_date
-from worldfactory.build.stages import STAGES, inputs_fingerprint
+from worldfactory.build.stages import STAGES
 from worldfactory.catalog import remove_world_rows
+from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
 
 INSTANCE_YAML = """# Written by `worldfactory` on first use: local SQLite storage under this folder.
@@ -39,6 +42,7 @@ class WorldOutcome(BaseModel):
     skipped: bool = False
     run_id: str = ""
     failure: str = ""
+    seconds: float = 0.0  # the world's wall time: its run's, or in a batched run its own stages'
 
 
 def dagster_home() -> Path:
@@ -90,13 +94,82 @@ def contiguous_batches(ids: list[str], order: list[str], size: int) -> list[list
     return batches
 
 
-def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: int = 1,
+def _world_seconds(store: WorldStore, world_id: str) -> float:
+    """A world's own wall time in a batched run: the sum of its stages' wall seconds (make + proof)."""
+    try:
+        return round(sum(c.wall_seconds for c in store.work(world_id).costs().values()), 3)
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _run(job: dg.JobDefinition, instance: dg.DagsterInstance, group: list[str], tags: dict[str, str]
+         ) -> tuple[dg.ExecuteInProcessResult, float]:
+    started = time.perf_counter()
+    if len(group) == 1:
+        res = job.execute_in_process(instance=instance, partition_key=group[0], raise_on_error=False,
+                                     run_config=QUIET, tags=tags)
+    else:
+        res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
+            **tags, "dagster/asset_partition_range_start": group[0],
+            "dagster/asset_partition_range_end": group[-1]})
+    return res, time.perf_counter() - started
+
+
+def build_group(job: dg.JobDefinition, instance: dg.DagsterInstance, store: WorldStore, group: list[str],
+                force: bool = False) -> list[WorldOutcome]:
+    """One run for the group (one world, or a contiguous range); a failed batch is rerun one world per run."""
+    tags = {FORCE_TAG: "true"} if force else {}
+    res, seconds = _run(job, instance, group, tags)
+    if len(group) == 1:
+        return [WorldOutcome(world_id=group[0], ok=res.success, run_id=res.run_id, seconds=round(seconds, 3),
+                             failure="" if res.success else _failure(res))]
+    if res.success:
+        return [WorldOutcome(world_id=wid, ok=True, run_id=res.run_id, seconds=_world_seconds(store, wid))
+                for wid in group]
+    outcomes = []
+    for wid in group:  # isolate the failure: one run per world
+        one, secs = _run(job, instance, [wid], tags)
+        outcomes.append(WorldOutcome(world_id=wid, ok=one.success, run_id=one.run_id, seconds=round(secs, 3),
+                                     failure="" if one.success else _failure(one)))
+    return outcomes
+
+
+_WORKER: dict[str, Any] = {}  # a --jobs worker process's store, instance and job, made once per process
+
+
+def _worker_init(root: str, templates_root: str) -> None:
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+    store = WorldStore(root=root, templates_root=templates_root)
+    _WORKER.update(store=store, instance=open_instance(),
+                   job=make_definitions(store).resolve_job_def("world_build"))
+
+
+def _worker_build(task: tuple[list[str], bool]) -> list[WorldOutcome]:
+    """In a worker process: build one group through Dagster, sending each stage start to the parent."""
+    group, force = task
+    token = PROGRESS.set(emit)
+    try:
+        return build_group(_WORKER["job"], _WORKER["instance"], _WORKER["store"], group, force)
+    finally:
+        PROGRESS.reset(token)
+
+
+def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: int = 1, jobs: int = 1,
                  on_stage: Callable[[str, str], None] | None = None,
                  on_done: Callable[[WorldOutcome], None] | None = None) -> list[WorldOutcome]:
     """Register each world as a partition and materialize its stages: one run per world, or per batch.
 
     A batch is a run over a contiguous range of world partitions; if it fails, its worlds are
     rebuilt one run each, so a bad world is named precisely and the good ones still land.
+
+    With jobs > 1 the runs go to that many worker processes, each running `world_build` in
+    process against the same on-disk instance (DAGSTER_HOME), so worlds build side by side, one
+    core each. Worlds write disjoint files (work folder, bundle and catalog partitions are per
+    world); the catalog is refreshed once, here, after every world has finished.
+
+    A world that is current (assets/versions.py: Dagster's latest bundle and the published one
+    both record its current inputs fingerprint) is skipped unless `force`.
     """
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -107,7 +180,6 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
     new = [w for w in ids if w not in existing]
     if new:
         instance.add_dynamic_partitions(world_partitions.name, new)
-    ts = store.templates()
     outcomes: dict[str, WorldOutcome] = {}
 
     def finish(outcome: WorldOutcome) -> None:
@@ -115,36 +187,38 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
         if on_done is not None:
             on_done(outcome)
 
-    todo = []
     for wid in ids:
         unmark_deleted(store.data_root, wid)  # built by name: the registry may keep it again
-        if not force and is_up_to_date(store.data_root / "worlds" / wid, inputs_fingerprint(ts, wid, store.briefs_dir)):
-            finish(WorldOutcome(world_id=wid, ok=True, skipped=True))
-        else:
+    stale = set(ids) if force else set(stale_worlds(instance, store, ids))
+    todo = []
+    for wid in ids:
+        if wid in stale:
             todo.append(wid)
+        else:
+            finish(WorldOutcome(world_id=wid, ok=True, skipped=True))
     order = instance.get_dynamic_partitions(world_partitions.name)
-    token = PROGRESS.set(on_stage)
-    try:
-        for group in contiguous_batches(todo, order, max(1, batch)):
-            if len(group) == 1:
-                res = job.execute_in_process(instance=instance, partition_key=group[0], raise_on_error=False,
-                                             run_config=QUIET)
-            else:
-                res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
-                    "dagster/asset_partition_range_start": group[0],
-                    "dagster/asset_partition_range_end": group[-1]})
-            if res.success or len(group) == 1:
-                for wid in group:
-                    finish(WorldOutcome(world_id=wid, ok=res.success, run_id=res.run_id,
-                                        failure="" if res.success else _failure(res)))
-                continue
-            for wid in group:  # isolate the failure: one run per world
-                one = job.execute_in_process(instance=instance, partition_key=wid, raise_on_error=False,
-                                             run_config=QUIET)
-                finish(WorldOutcome(world_id=wid, ok=one.success, run_id=one.run_id,
-                                    failure="" if one.success else _failure(one)))
-    finally:
-        PROGRESS.reset(token)
+    groups = contiguous_batches(todo, order, max(1, batch))
+    if jobs > 1 and len(groups) > 1:
+        def collected(task: tuple[list[str], bool], result: list[WorldOutcome] | None,
+                      error: BaseException | None) -> None:
+            group = task[0]
+            if error is not None:  # the worker process itself failed (killed, out of memory)
+                result = [WorldOutcome(world_id=wid, ok=False, failure=f"the build worker failed: "
+                                       f"{type(error).__name__}: {error}") for wid in group]
+            for outcome in result or []:
+                finish(outcome)
+
+        run_in_processes(_worker_build, [(g, force) for g in groups], jobs, on_result=collected,
+                         on_event=on_stage or (lambda wid, stage: None), initializer=_worker_init,
+                         initargs=(store.root, store.templates_root))
+    else:
+        token = PROGRESS.set(on_stage)
+        try:
+            for group in groups:
+                for outcome in build_group(job, instance, store, group, force):
+                    finish(outcome)
+        finally:
+            PROGRESS.reset(token)
     defs.resolve_job_def("catalog_refresh").execute_in_process(instance=instance, run_config=QUIET)
     return [outcomes[w] for w in ids]
 

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import PYTHON
+from worldfactory.templates import load_templates
 
 WORLD = "commerce-operations.startup--v001"
 
@@ -25,7 +26,9 @@ def test_seeds() -> None:
     r = wf("seeds", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert "insurance-claims.regional" in out["seed_types"] and len(out["seed_types"]) == 12
+    catalog = load_templates().catalog
+    assert "insurance-claims.regional" in out["seed_types"]
+    assert len(out["seed_types"]) == len(catalog.domains) * len(catalog.company_types)
     assert "litigation-firm" in wf("seeds").stdout
 
 

@@ -118,6 +118,8 @@ def test_catalogs_are_parquet_that_duckdb_reads(built: dict) -> None:
         worlds = con.execute("SELECT world_id, tasks, oracle_pass, null_pass FROM worlds ORDER BY world_id").fetchall()
         assert [w[0] for w in worlds] == sorted(TWO)
         assert all(w[1] == w[2] and w[3] == 0 for w in worlds)
+        for wid, digest in con.execute("SELECT world_id, world_json_sha256 FROM worlds").fetchall():
+            assert digest == hashlib.sha256((root / "worlds" / wid / "world.json").read_bytes()).hexdigest()
         stages = con.execute("SELECT count(DISTINCT stage), count(DISTINCT world_id) FROM costs").fetchone()
         assert stages == (len(STAGES), 2)
         n_tasks = con.execute("SELECT count(*) FROM tasks").fetchone()[0]
@@ -236,21 +238,81 @@ def test_nightly_rebuild_requests_every_world_at_three(tmp_path: Path) -> None:
         assert catalog.get_num_requested(dg.AssetKey("world_catalog")) == 1
 
 
+def evaluate_at(defs: dg.Definitions, instance: dg.DagsterInstance, when: dt.datetime,
+                cursor: object = None) -> dg.EvaluateAutomationConditionsResult:
+    return dg.evaluate_automation_conditions(defs=defs, instance=instance, evaluation_time=when, cursor=cursor)
+
+
+def requested_worlds(result: dg.EvaluateAutomationConditionsResult) -> dict[str, set[str]]:
+    return {s.name: set(result.get_requested_partitions(dg.AssetKey(s.name))) for s in STAGES}
+
+
+def test_nightly_skips_current_worlds_and_rebuilds_only_a_changed_domain(built: dict, tmp_path: Path) -> None:
+    """Each world's data version is its inputs fingerprint: at 03:00 only worlds whose inputs changed
+    (or that were never built) are requested, for every stage; a run over a current world does nothing."""
+    templates = tmp_path / "templates"
+    shutil.copytree(ROOT / "world_templates", templates)  # same contents, so the built worlds are current
+    store = WorldStore(root=built["store"].root, templates_root=str(templates))
+    defs = make_definitions(store)
+    instance = built["instance"]
+    unbuilt = "commerce-operations.startup--v003"
+    instance.add_dynamic_partitions("world", [unbuilt])
+    try:
+        day = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+        first = evaluate_at(defs, instance, day.replace(hour=2))
+        nightly = evaluate_at(defs, instance, day.replace(hour=3, minute=5), first.cursor)
+        assert requested_worlds(nightly) == {s.name: {unbuilt} for s in STAGES}  # built worlds are skipped
+    finally:
+        instance.delete_dynamic_partition("world", unbuilt)
+
+    pack = templates / "domains" / "insurance-claims.yaml"
+    pack.write_text(pack.read_text() + "\n# a change to this domain pack only\n")
+    quiet = evaluate_at(defs, instance, day.replace(hour=3, minute=30), nightly.cursor)
+    assert quiet.get_num_requested(dg.AssetKey("world_brief")) == 0  # changed, but waits for 03:00
+    next_night = evaluate_at(defs, instance, day.replace(day=2, hour=3, minute=5), quiet.cursor)
+    insurance = {w for w in TWO if w.startswith("insurance-claims.")}
+    assert insurance and insurance != set(TWO)
+    assert requested_worlds(next_night) == {s.name: insurance for s in STAGES}
+
+    unchanged = next(w for w in TWO if w not in insurance)  # a backfill or manual run of it does nothing
+    res = defs.resolve_job_def("world_build").execute_in_process(
+        instance=instance, partition_key=unchanged, raise_on_error=False, run_config=QUIET)
+    assert res.success and not res.get_asset_materialization_events()
+    [check] = res.get_asset_check_evaluations()
+    assert check.check_name == "brief_valid" and check.metadata["up_to_date"].value is True
+    skipped = {e.step_key for e in res.all_events if e.event_type_value == "STEP_SKIPPED"}
+    assert skipped == {s.name for s in STAGES[1:]}
+
+
 def test_cli_build_registers_and_delete_removes(tmp_path: Path) -> None:
+    """Two worlds with --jobs 2: one run each, in two worker processes, on the same instance."""
     data, home = tmp_path / "data", tmp_path / "home"
-    wid = EXAMPLES[2]
-    r = wf("build", wid, "--json", data=data, home=home)
+    wid, other = EXAMPLES[2], EXAMPLES[2].replace("--v001", "--v002")
+    r = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home)
     assert r.returncode == 0, r.stderr
-    [row] = json.loads(r.stdout)
-    assert row["world_id"] == wid and row["run_id"] and not row["skipped"]
+    rows = json.loads(r.stdout)
+    assert [row["world_id"] for row in rows] == [wid, other]
+    assert all(row["run_id"] and not row["skipped"] for row in rows)
+    assert rows[0]["run_id"] != rows[1]["run_id"]
+    assert all(0 < row["seconds"] < 600 for row in rows)  # the world's wall time, not the process clock
     instance = dg.DagsterInstance.from_config(str(home))
     try:
-        assert instance.has_dynamic_partition("world", wid)
-        run = instance.get_run_by_id(row["run_id"])
-        assert run is not None and run.is_success and run.tags.get("dagster/partition") == wid
+        for row in rows:
+            assert instance.has_dynamic_partition("world", row["world_id"])
+            run = instance.get_run_by_id(row["run_id"])
+            assert run is not None and run.is_success and run.tags.get("dagster/partition") == row["world_id"]
+        refreshes = instance.get_runs(dg.RunsFilter(job_name="catalog_refresh"))
+        assert len(refreshes) == 1 and refreshes[0].is_success  # once, after both worlds
     finally:
         instance.dispose()
     assert (data / "catalog.duckdb").is_file()
+    con = duckdb.connect(str(data / "catalog.duckdb"), read_only=True)
+    try:
+        assert sorted(w for (w,) in con.execute("SELECT world_id FROM worlds").fetchall()) == [wid, other]
+    finally:
+        con.close()
+    again = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home)
+    assert again.returncode == 0 and [row["skipped"] for row in json.loads(again.stdout)] == [True, True]
     gone = wf("delete", wid, data=data, home=home)
     assert gone.returncode == 0, gone.stderr
     assert f"worlds/{wid}" in gone.stdout and "Dagster partition" in gone.stdout and f"world_id={wid}" in gone.stdout

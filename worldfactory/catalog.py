@@ -7,6 +7,7 @@ second ago is already visible, and a reader never takes a lock that a writer nee
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -72,7 +73,9 @@ def _write_partition(catalog_root: Path, table: str, world_id: str, rows: list[d
 
 
 def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[Task], path: str) -> None:
+    """The world's `worlds` and `tasks` rows; `path` is the published bundle (its world.json is hashed)."""
     wid = manifest["world_id"]
+    published = Path(path) / "world.json"  # world.json cannot carry its own hash: read it as published
     c, v = manifest["counts"], manifest["verification"]
     world_row = {
         "seed_type": manifest["seed_type"], "domain": manifest["domain"], "company_type": manifest["company_type"],
@@ -80,7 +83,7 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
         "generation_seed": manifest["generation_seed"], "generator_version": manifest["generator_version"],
         "clock": manifest["clock"], "tables": c["tables"], "rows": c["rows"], "tools": c["tools"],
         "tasks": c["tasks"], "oracle_pass": v["oracle_pass"], "null_pass": v["null_pass"], "path": path,
-        "world_json_sha256": manifest.get("files", {}).get("world.json", ""),
+        "world_json_sha256": hashlib.sha256(published.read_bytes()).hexdigest() if published.is_file() else "",
     }
     _write_partition(catalog_root, "worlds", wid, [world_row])
     _write_partition(catalog_root, "tasks", wid, [

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from worldfactory.build.bundle import STAGES
+from worldfactory.parallel import default_jobs
 
 if TYPE_CHECKING:
     from worldfactory.rollouts import RolloutConfig
@@ -103,9 +104,9 @@ def cmd_build(args: argparse.Namespace) -> int:
             moved(f"{wid}: {'done' if ok else 'FAILED'}")
 
         if args.no_dagster:
-            results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done)
+            results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done, args.jobs)
         else:
-            results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done)
+            results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done, args.jobs)
     _print_results(results, args.json)
     for wid, why in failures:
         ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False, soft_wrap=True)
@@ -114,35 +115,71 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: Any, on_done: Any) -> tuple[list, list]:
+def _engine_worker(task: tuple[str, str, str, bool]) -> Any:
+    """In a --jobs worker process: build one world with the engine alone, reporting each stage."""
     from worldfactory.build.pipeline import build_world
-    from worldfactory.build.stages import StageError
+    from worldfactory.parallel import emit
+    from worldfactory.templates import load_templates
 
-    results, failures = [], []
+    wid, root, templates, force = task
+    return build_world(wid, Path(root), load_templates(templates or None), force=force,
+                       progress=lambda stage: emit(wid, stage))
+
+
+def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: Any, on_done: Any,
+                  jobs: int = 1) -> tuple[list, list]:
+    from worldfactory.build.pipeline import build_world, is_up_to_date
+    from worldfactory.build.stages import StageError, inputs_fingerprint
+
+    results: dict[str, Any] = {}
+    failures = []
+    todo = ids if force else [w for w in ids if not is_up_to_date(root / "worlds" / w,
+                                                                  inputs_fingerprint(ts, w, root / "briefs"))]
+    if jobs > 1 and len(todo) > 1:
+        from worldfactory.parallel import run_in_processes
+
+        for wid in ids:
+            if wid not in todo:  # up to date: answered here, no worker needed
+                results[wid] = build_world(wid, root, ts)
+                on_done(wid, True)
+
+        def collected(task: tuple[str, str, str, bool], result: Any, error: BaseException | None) -> None:
+            wid = task[0]
+            if isinstance(error, StageError):
+                failures.append((wid, str(error)))
+            elif error is not None:
+                raise error
+            else:
+                results[wid] = result
+            on_done(wid, error is None)
+
+        run_in_processes(_engine_worker, [(wid, str(root), templates_root() or "", force) for wid in todo], jobs,
+                         on_result=collected, on_event=on_stage)
+        return [results[w] for w in ids if w in results], sorted(failures, key=lambda f: ids.index(f[0]))
     for wid in ids:
         try:
-            results.append(build_world(wid, root, ts, force=force, progress=lambda st, w=wid: on_stage(w, st)))
+            results[wid] = build_world(wid, root, ts, force=force, progress=lambda st, w=wid: on_stage(w, st))
             on_done(wid, True)
         except StageError as exc:
             failures.append((wid, str(exc)))
             on_done(wid, False)
-    return results, failures
+    return list(results.values()), failures
 
 
 def _build_dagster(ids: list[str], root: Path, force: bool, batch: int, on_stage: Any,
-                   on_done: Any) -> tuple[list, list]:
+                   on_done: Any, jobs: int = 1) -> tuple[list, list]:
     from pipelines.runner import build_worlds
     from resources.world_store import WorldStore
     from worldfactory.build.pipeline import up_to_date_result
 
     store = WorldStore(root=str(root.resolve()), templates_root=templates_root() or "")
-    outcomes = build_worlds(ids, store, force=force, batch=batch, on_stage=on_stage,
+    outcomes = build_worlds(ids, store, force=force, batch=batch, jobs=jobs, on_stage=on_stage,
                             on_done=lambda o: on_done(o.world_id, o.ok))
     results, failures = [], []
     for o in outcomes:
         if o.ok:
             r = up_to_date_result(o.world_id, root / "worlds" / o.world_id, 0.0)
-            results.append(r.model_copy(update={"skipped": o.skipped, "run_id": o.run_id}))
+            results.append(r.model_copy(update={"skipped": o.skipped, "run_id": o.run_id, "seconds": o.seconds}))
         else:
             failures.append((o.world_id, o.failure))
     return results, failures
@@ -403,6 +440,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--batch", type=int, default=1, metavar="N",
                    help="build up to N worlds per Dagster run (less overhead; a failed batch is rebuilt "
                         "one world per run)")
+    b.add_argument("--jobs", "-j", type=int, default=default_jobs(), metavar="N",
+                   help=f"build up to N worlds at once, each in its own process (default: the number of cores, "
+                        f"{default_jobs()} here)")
     b.add_argument("--no-dagster", action="store_true",
                    help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")

@@ -529,11 +529,7 @@ def engine_fingerprint() -> str:
 
 
 def inputs_fingerprint(templates: TemplateSet, world_id: str = "", briefs_dir: Path | None = None) -> str:
-    """Code + templates (+ the brief file, for brief worlds): what a world's bytes depend on."""
-    parts = [engine_fingerprint(), templates.fingerprint]
-    if world_id.startswith("brief.") and briefs_dir is not None:
-        from worldfactory.briefs import parse_brief_world_id
+    """Code + the template files this world reads + its brief file: see worldfactory.fingerprints."""
+    from worldfactory.fingerprints import world_inputs_fingerprint
 
-        path = briefs_dir / f"{parse_brief_world_id(world_id)[0]}.yaml"
-        parts.append(sha256(path.read_bytes()) if path.is_file() else "missing")
-    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+    return world_inputs_fingerprint(templates, world_id, briefs_dir)

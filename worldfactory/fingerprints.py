@@ -1,0 +1,101 @@
+"""A world's inputs fingerprint: the engine's source plus exactly the template files and brief it reads.
+
+A world's bytes are a pure function of the engine code, the template files its seed type
+composes and, for a brief world, its brief file. Hashing only those files means a change to one
+domain pack, company type or shared module marks stale only the worlds that read it; the others
+stay up to date. The fingerprint is recorded in each bundle's world.json (`inputs_fingerprint`)
+and, through Dagster, as the data version of every stage of that world's partition.
+
+Which files a world reads (see worldfactory/seeds.py and worldfactory/build/schema.py):
+`domains/<domain>.yaml`, `company_types/<company type>.yaml`, `modules/<m>.yaml` for every module
+the world composes (the domain's modules plus its optional modules the company type enables) and
+`vocabulary.yaml`. `catalog.yaml` and `registry.yaml` only say which worlds exist, never what is
+in one, so they are not part of any world's fingerprint.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+import yaml
+
+from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE
+from worldfactory.templates import REGISTRY_FILE, TemplateSet
+
+NOT_INPUTS = frozenset({"catalog.yaml", REGISTRY_FILE})  # which worlds exist, never what is in one
+
+
+@functools.lru_cache(maxsize=16)
+def _template_digests(root: Path, fingerprint: str) -> dict[str, str]:
+    """sha256 of every template file, by path relative to the root (cached per templates content)."""
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*.yaml"))}
+
+
+def _seed_type(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -> tuple[str, str] | None:
+    """(domain, company type) of a world ID, or None when it cannot be told (the build says why)."""
+    if world_id.startswith(f"{BRIEF_PREFIX}."):
+        from worldfactory.briefs import parse_brief_world_id
+        from worldfactory.seeds import SeedError
+
+        if briefs_dir is None:
+            return None
+        try:
+            data = yaml.safe_load((briefs_dir / f"{parse_brief_world_id(world_id)[0]}.yaml").read_text())
+        except (OSError, yaml.YAMLError, SeedError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        domain, company = data.get("domain"), data.get("company_type")
+    else:
+        m = WORLD_ID_RE.match(world_id)
+        if not m:
+            return None
+        domain, company = m["domain"], m["company"]
+    if domain not in templates.domains or company not in templates.company_types:
+        return None
+    return str(domain), str(company)
+
+
+def world_template_files(templates: TemplateSet, world_id: str, briefs_dir: Path | None = None) -> list[str]:
+    """The template files (relative to the templates root) that this world's build reads.
+
+    Every file when the world's seed type cannot be told (a missing or broken brief file): the
+    fingerprint then changes with any template, and the build itself reports what is wrong.
+    """
+    seed = _seed_type(templates, world_id, briefs_dir)
+    if seed is None:
+        return sorted(n for n in _template_digests(templates.root, templates.fingerprint) if n not in NOT_INPUTS)
+    domain_name, company_type = seed
+    domain, ctype = templates.domains[domain_name], templates.company_types[company_type]
+    modules = list(domain.modules) + [m for m in domain.optional_modules if m in ctype.extra_modules]
+    return sorted({f"domains/{domain_name}.yaml", f"company_types/{company_type}.yaml", "vocabulary.yaml",
+                   *(f"modules/{m}.yaml" for m in modules)})
+
+
+def brief_file_digest(world_id: str, briefs_dir: Path | None) -> str:
+    """sha256 of a brief world's brief file ("missing" if absent); empty for catalog worlds."""
+    if not world_id.startswith(f"{BRIEF_PREFIX}.") or briefs_dir is None:
+        return ""
+    from worldfactory.briefs import parse_brief_world_id
+    from worldfactory.seeds import SeedError
+
+    try:
+        path = briefs_dir / f"{parse_brief_world_id(world_id)[0]}.yaml"
+    except SeedError:
+        return "invalid"
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+
+
+def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: Path | None = None) -> str:
+    """Hash of what one world's bytes depend on: engine source, its template files, its brief file."""
+    from worldfactory.build.stages import engine_fingerprint
+
+    digests = _template_digests(templates.root, templates.fingerprint)
+    parts = [f"engine\0{engine_fingerprint()}"]
+    parts += [f"{name}\0{digests.get(name, 'missing')}" for name in world_template_files(templates, world_id,
+                                                                                        briefs_dir)]
+    parts.append(f"brief\0{brief_file_digest(world_id, briefs_dir)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -1,0 +1,80 @@
+"""Run one function over many items in worker processes, with progress events back to this process.
+
+`worldfactory build --jobs N` builds worlds side by side with this: each worker is a fresh
+(spawned) Python process that builds whole worlds, one at a time, so N worlds use N cores. The
+engine-only path calls build_world in the workers; the Dagster path runs `world_build` in them
+against the same on-disk instance. Workers report progress with `emit(...)`; the parent calls
+`on_event` for each event and `on_result` for each finished item, all on its own thread, so a
+progress bar can be driven from there.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+_EVENTS: Any = None  # the worker's end of the event queue (set by the pool initializer)
+
+
+def default_jobs() -> int:
+    """One worker per core."""
+    return max(1, os.cpu_count() or 1)
+
+
+def emit(*event: Any) -> None:
+    """Send a progress event to the parent process (nothing happens outside a worker)."""
+    if _EVENTS is not None:
+        _EVENTS.put(event)
+
+
+def _init(events: Any, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    global _EVENTS
+    _EVENTS = events
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def _drain(events: Any, on_event: Callable[..., None]) -> None:
+    while True:
+        try:
+            event = events.get_nowait()
+        except queue.Empty:
+            return
+        on_event(*event)
+
+
+def run_in_processes(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
+                     on_result: Callable[[Any, Any, BaseException | None], None],
+                     on_event: Callable[..., None] = lambda *event: None,
+                     initializer: Callable[..., None] | None = None, initargs: tuple[Any, ...] = ()) -> None:
+    """Call fn(item) for every item in up to `jobs` spawned worker processes.
+
+    on_result(item, result, error) runs in this process as each item finishes (error is the
+    exception fn raised, or the pool's own error when a worker died). `fn` and `initializer` must
+    be importable module-level functions. Processes are spawned, not forked: a fork would copy
+    open database handles and threads of this process into the workers.
+    """
+    todo = list(items)
+    if not todo:
+        return
+    ctx = multiprocessing.get_context("spawn")
+    events = ctx.Queue()
+    with ProcessPoolExecutor(max_workers=max(1, min(jobs, len(todo))), mp_context=ctx, initializer=_init,
+                             initargs=(events, initializer, initargs)) as pool:
+        pending: dict[Future[Any], Any] = {pool.submit(fn, item): item for item in todo}
+        try:
+            while pending:
+                done, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                _drain(events, on_event)
+                for future in done:
+                    item = pending.pop(future)
+                    error = future.exception()
+                    on_result(item, None if error is not None else future.result(), error)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        _drain(events, on_event)
