@@ -27,6 +27,7 @@ DENIED_ACTIONS = {sqlite3.SQLITE_ATTACH, sqlite3.SQLITE_DETACH, sqlite3.SQLITE_A
                   sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT,
                   *(getattr(sqlite3, name) for name in dir(sqlite3)
                     if name.startswith(("SQLITE_CREATE_", "SQLITE_DROP_")))}
+STATEMENT_CACHE = 2048  # prepared statements kept per connection: a world's tools, the harness and the diffs
 IDLE_MAX = 16  # idle connections a world keeps; more episodes at once open more, and close them after
 
 
@@ -52,7 +53,8 @@ class Session:
     """One pooled connection and its gate; `run` executes harness SQL."""
 
     def __init__(self, start_image: bytes) -> None:
-        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False,
+                                    cached_statements=STATEMENT_CACHE)
         self.gate = Gate()
         self.savepoint, self.release, self.undo = (f"{sql} {self.gate.tag}" for sql in
                                                    ("SAVEPOINT tool_call", "RELEASE tool_call",
