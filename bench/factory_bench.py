@@ -19,13 +19,15 @@ import pstats
 import tempfile
 from pathlib import Path
 
+from worldfactory import confine
 from worldfactory.build.stages import STAGES, BuildContext, WorkDir, inputs_fingerprint, run_make, run_prove
 from worldfactory.templates import load_templates
 
 
 def cpu() -> float:
+    """This process, its finished children and the confined worker (which runs the stages that execute tools)."""
     t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system + t.children_user + t.children_system + confine.worker_cpu_seconds()
 
 
 def build(world_id: str, root: Path, profile_stage: str | None = None) -> tuple[dict[str, tuple[float, float]], str]:

@@ -237,11 +237,17 @@ def rollout_config(args: argparse.Namespace, k: int = 1) -> RolloutConfig:
                          price_in_per_mtok=args.price_in, price_out_per_mtok=args.price_out)
 
 
+def _open_world(args: argparse.Namespace, ref: str) -> Any:
+    """The world, its generated code confined (see worldfactory.confine); its files checked unless --no-verify."""
+    from worldfactory import confine
+
+    return confine.open_world(resolve_world(ref), verify=not getattr(args, "no_verify", False))
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from worldfactory.policies.base import run_policy
-    from worldfactory.runtime.world import World
 
-    world = World.open(resolve_world(args.world))
+    world = _open_world(args, args.world)
     world.task(args.task_id)
     if args.policy == "openai":
         import asyncio
@@ -287,10 +293,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_rollouts(args: argparse.Namespace) -> int:
     from worldfactory.catalog import write_policy_rows
-    from worldfactory.rollouts import curate, histogram, pass_rates, rollout_rows, run_rollouts, trace_rows
-    from worldfactory.runtime.world import World
+    from worldfactory.confine import run_rollouts
+    from worldfactory.rollouts import curate, histogram, pass_rates, rollout_rows, trace_rows
 
-    world = World.open(resolve_world(args.world))
+    world = _open_world(args, args.world)
     cfg = rollout_config(args, args.k)
     ids = args.tasks.split(",") if args.tasks else list(world.tasks)
     for tid in ids:
@@ -324,10 +330,9 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from worldfactory.runtime.trace import read_trace, replay
-    from worldfactory.runtime.world import World
 
     header, steps = read_trace(Path(args.trace))
-    world = World.open(resolve_world(args.world or header.world_id))
+    world = _open_world(args, args.world or header.world_id)
     report = replay(world, header, steps)
     if args.json:
         print(json.dumps({"world_id": report.world_id, "task_id": report.task_id, "identical": report.identical,
@@ -349,14 +354,39 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    """The server process is confined whole: re-executed under bubblewrap (HTTP gets a socket bound here)."""
+    from worldfactory import confine
+
+    path = resolve_world(args.world)
+    if os.environ.get(confine.ENV_INSIDE) == "1":
+        confine.harden(preload=confine.SERVE_MODULES)
+    elif confine.confined_here():
+        return _serve_confined(args, path)
     from worldfactory.runtime.mcp_server import serve
     from worldfactory.runtime.world import World
 
-    world = World.open(resolve_world(args.world))
-    if args.transport == "http":
+    world = World.open(path, verify=not args.no_verify)
+    if args.transport == "http" and args.listen_fd is None:
         ERR.print(f"serving {world.world_id} over streamable HTTP at http://{args.host}:{args.port}/mcp")
-    serve(world, args.transport, args.host, args.port)
+    serve(world, args.transport, args.host, args.port, fd=args.listen_fd)
     return 0
+
+
+def _serve_confined(args: argparse.Namespace, path: Path) -> int:
+    import socket
+
+    from worldfactory import confine
+
+    argv = ["serve", str(path.resolve()), "--transport", args.transport] + (["--no-verify"] if args.no_verify else [])
+    if args.transport != "http":
+        return confine.exec_confined(argv)
+    sock = socket.create_server((args.host, args.port), reuse_port=False)
+    try:
+        ERR.print(f"serving {path.name} over streamable HTTP at http://{args.host}:{args.port}/mcp")
+        argv += ["--host", args.host, "--port", str(args.port), "--listen-fd", str(sock.fileno())]
+        return confine.exec_confined(argv, pass_fds=(sock.fileno(),))
+    finally:
+        sock.close()
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -424,6 +454,15 @@ def _policy_args(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--price-out", type=float, default=0.0, help="USD per million completion tokens")
 
 
+def _sandbox_args(p: argparse.ArgumentParser, verify: bool = True) -> None:
+    p.add_argument("--unconfined", action="store_true",
+                   help="run generated tool code without the OS sandbox (development only; also "
+                        "WORLDFACTORY_UNCONFINED=1)")
+    if verify:
+        p.add_argument("--no-verify", action="store_true",
+                       help="open the bundle even if its files differ from world.json (development only)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="worldfactory", description="Build, serve and grade tool-use worlds.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -446,6 +485,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-dagster", action="store_true",
                    help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")
+    _sandbox_args(b, verify=False)
     b.set_defaults(fn=cmd_build)
 
     sh = sub.add_parser("show", help="summarise a built world")
@@ -461,6 +501,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
     r.add_argument("--trace", metavar="PATH", help="write the episode as a JSONL trace (see `replay`)")
+    _sandbox_args(r)
     r.set_defaults(fn=cmd_run)
 
     ro = sub.add_parser("rollouts", help="k episodes per task with a policy; pass rates and the pass band")
@@ -471,6 +512,7 @@ def parser() -> argparse.ArgumentParser:
     ro.add_argument("--concurrency", type=int, default=32, help="episodes at once (default 32)")
     ro.add_argument("--data", help="data root for the catalogs (default $WORLDFACTORY_DATA or data/)")
     ro.add_argument("--json", action="store_true")
+    _sandbox_args(ro)
     ro.set_defaults(fn=cmd_rollouts)
 
     rp = sub.add_parser("replay", help="replay a recorded trace on fresh state, step by step")
@@ -478,6 +520,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--world", metavar="WORLD", help="bundle to replay on (default: the trace's world ID)")
     rp.add_argument("--all", action="store_true", help="list every step, not only differences")
     rp.add_argument("--json", action="store_true")
+    _sandbox_args(rp)
     rp.set_defaults(fn=cmd_replay)
 
     sv = sub.add_parser("serve", help="serve a world's tools over MCP")
@@ -485,6 +528,8 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("--transport", default="stdio", choices=["stdio", "http"])
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # the confined server's inherited socket
+    _sandbox_args(sv)
     sv.set_defaults(fn=cmd_serve)
 
     q = sub.add_parser("query", help="read-only SQL over the catalogs (worlds, tasks, costs) with DuckDB")
@@ -509,6 +554,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from worldfactory.errors import USER_ERRORS
+
+    if getattr(args, "unconfined", False):
+        from worldfactory.confine import set_unconfined
+
+        set_unconfined()
 
     try:
         return int(args.fn(args))

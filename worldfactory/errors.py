@@ -7,6 +7,7 @@ from worldfactory.build.schema import SchemaError
 from worldfactory.build.stages import StageError
 from worldfactory.build.verifiers import VerifierError
 from worldfactory.catalog import CatalogError
+from worldfactory.confine import ConfinementError
 from worldfactory.rollouts import RolloutError
 from worldfactory.runtime.trace import TraceError
 from worldfactory.runtime.world import WorldError
@@ -16,5 +17,5 @@ from worldfactory.templates import TemplateError
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     TemplateError, SeedError, WorldError, SchemaError, SeedDataError, SandboxError, VerifierError,
-    StageError, CatalogError, TraceError, RolloutError,
+    StageError, CatalogError, TraceError, RolloutError, ConfinementError,
 )

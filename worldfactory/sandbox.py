@@ -1,14 +1,17 @@
-"""Runs generated tool code in a locked-down child process before a world accepts it.
+"""The static check of generated tool code, and the probe run that proves a world's tools.
 
-Layers: a static check of tools.py (parses, imports only the toolkit and typing, no dynamic
-code), then a child `python -I -B` with an empty environment, CPU and memory rlimits, and an
-audit hook that refuses network, processes, native code and file writes. The child opens the
-world from its folder and runs every tool's probe calls; the parent reads a JSON report.
+Layers: a static check of tools.py (an allowlist of exactly the imports, syntax, attributes and
+builtins the generator emits; World runs it on every load too), then every tool's probe calls
+in the confined worker (worldfactory.confine: bubblewrap, seccomp, rlimits, audit hook). With
+the explicit opt-out (--unconfined) the probes run in a child `python -I -B` with an empty
+environment, rlimits and the audit hook, the Python-level layers only.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import hashlib
 import json
 import os
 import resource
@@ -17,38 +20,90 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ALLOWED_IMPORTS = {"__future__", "typing", "worldfactory.runtime.toolkit"}
-FORBIDDEN_NAMES = {"exec", "eval", "compile", "open", "__import__", "globals", "locals", "getattr", "setattr",
-                   "delattr", "vars", "breakpoint", "input"}
-BLOCKED_EVENTS = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.spawn",
-                  "ctypes.", "os.remove", "os.rename", "os.unlink", "shutil.")
-BLOCKED_MODULES = {"socket", "subprocess", "ctypes", "_ctypes", "multiprocessing", "urllib.request", "http.client"}
+# The static check is an allowlist of exactly what build/tools.py emits: these imports, these
+# syntax nodes, these attributes (ToolDB's methods and dict.items), these builtins. Anything
+# else (another import, a dunder, `typing.sys`, getattr, a loop, a lambda, a class) is refused.
 CPU_SECONDS = 60
 MEMORY_BYTES = 3 << 30
 TIMEOUT_S = 180
+ALLOWED_IMPORTS = {"__future__": {"annotations"}, "typing": {"Any", "Literal"},
+                   "worldfactory.runtime.toolkit": {"ToolDB", "ToolError", "tool"}}
+ALLOWED_NODES = {"Module", "Expr", "ImportFrom", "alias", "Assign", "FunctionDef", "arguments", "arg", "Return",
+                 "If", "Raise", "Attribute", "BinOp", "BitOr", "Add", "Sub", "USub", "BoolOp", "Or", "And", "Not",
+                 "UnaryOp", "Call", "keyword", "Compare", "Is", "IsNot", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE",
+                 "In", "NotIn", "Constant", "Dict", "DictComp", "comprehension", "IfExp", "List", "Tuple", "Name",
+                 "Load", "Store", "Subscript"}
+ALLOWED_ATTRIBUTES = {"actor", "audit", "get", "guard", "insert", "items", "require_state", "rule", "search",
+                      "today", "update"}
+ALLOWED_BUILTINS = {"bool", "dict", "float", "int", "str", "round", "None", "True", "False"}
+MODULE_NAMES = {"__all__", "_"}  # the only module-level assignments
+_BUILTINS = set(dir(builtins))
 
 
 class SandboxError(ValueError):
     """Generated code failed a sandbox check; the message says which tool and why."""
 
 
+_PASSED: set[str] = set()  # sha256 of sources that passed, so each is parsed once per process
+
+
 def static_check(source: str) -> None:
+    """Refuse tools.py unless every import, node, attribute and builtin is one the generator emits."""
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    if digest in _PASSED:
+        return
+    _check(source)
+    _PASSED.add(digest)
+
+
+def _check(source: str) -> None:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise SandboxError(f"tools.py does not parse: {exc}") from exc
+
+    def bad(node: ast.AST, what: str) -> SandboxError:
+        return SandboxError(f"tools.py line {getattr(node, 'lineno', '?')}: {what} is not allowed")
+
+    for node in tree.body:  # module level: the docstring, the imports, two assignments, the tools
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if isinstance(node, ast.ImportFrom):
+            allowed = ALLOWED_IMPORTS.get(node.module or "", set())
+            for a in node.names:
+                if a.name not in allowed or a.asname is not None or node.level:
+                    raise bad(node, f"import of {a.name} from {node.module}")
+            continue
+        if isinstance(node, ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name) or \
+                    node.targets[0].id not in MODULE_NAMES:
+                raise bad(node, "a module-level assignment other than __all__")
+            continue
+        if isinstance(node, ast.FunctionDef):
+            decos = node.decorator_list
+            if len(decos) != 1 or not (isinstance(decos[0], ast.Call) and isinstance(decos[0].func, ast.Name)
+                                       and decos[0].func.id == "tool"):
+                raise bad(node, f"function {node.name} without exactly the @tool decorator")
+            if node.name.startswith("_") or node.args.vararg or node.args.kwarg or node.args.posonlyargs:
+                raise bad(node, f"the signature of {node.name}")
+            continue
+        raise bad(node, f"a module-level {type(node).__name__}")
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            bad = [a.name for a in node.names if a.name not in ALLOWED_IMPORTS]
-            if bad:
-                raise SandboxError(f"tools.py line {node.lineno}: import of {', '.join(bad)} is not allowed")
-        elif isinstance(node, ast.ImportFrom):
-            if node.module not in ALLOWED_IMPORTS:
-                raise SandboxError(f"tools.py line {node.lineno}: import from {node.module} is not allowed")
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_NAMES:
-            raise SandboxError(f"tools.py line {node.lineno}: use of '{node.id}' is not allowed")
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
-            raise SandboxError(f"tools.py line {node.lineno}: dunder attribute '{node.attr}' is not allowed")
+        kind = type(node).__name__
+        if kind not in ALLOWED_NODES:
+            raise bad(node, f"syntax '{kind}'")
+        if isinstance(node, ast.Attribute) and node.attr not in ALLOWED_ATTRIBUTES:
+            raise bad(node, f"attribute '{node.attr}'")
+        if isinstance(node, ast.Name):
+            if node.id in _BUILTINS and node.id not in ALLOWED_BUILTINS and node.id not in MODULE_NAMES:
+                raise bad(node, f"use of '{node.id}'")
+            if node.id.startswith("__") and node.id != "__all__":
+                raise bad(node, f"name '{node.id}'")
+        if isinstance(node, ast.arg | ast.FunctionDef) and (getattr(node, "arg", None) or
+                                                            getattr(node, "name", "")).startswith("__"):
+            raise bad(node, "a dunder name")
+        if isinstance(node, ast.ImportFrom) and node not in tree.body:
+            raise bad(node, "an import inside a function")
 
 
 def _limits() -> None:
@@ -85,32 +140,37 @@ def run_probes(world: Any) -> dict[str, Any]:
     return {"tools": len(world.tool_manifest), "calls": calls, "failures": failures}
 
 
-def _install_guard() -> None:
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event == "sqlite3.connect" and args and args[0] != ":memory:":
-            raise PermissionError(f"sandbox: opening database {args[0]} blocked")
-        if event.startswith(BLOCKED_EVENTS):
-            raise PermissionError(f"sandbox: {event} blocked")
-        if event == "import" and args and args[0] in BLOCKED_MODULES:
-            raise PermissionError(f"sandbox: import {args[0]} blocked")
-        if event == "open" and len(args) > 1 and isinstance(args[1], str) and any(m in args[1] for m in "wax+"):
-            raise PermissionError(f"sandbox: writing {args[0]} blocked")
-
-    sys.addaudithook(hook)
-
-
 def _child(folder: str) -> None:
+    """The unconfined fallback's child: the Python-level layers only (rlimits, the audit hook)."""
+    from worldfactory import confine
     from worldfactory.runtime.world import World
 
     files = {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}
-    _install_guard()
+    sys.addaudithook(confine._audit)
     world = World(files)
     print(json.dumps(run_probes(world)))
 
 
 def check_tools_in_sandbox(folder: Path) -> dict[str, Any]:
-    """Static check, then the probe run in a child process; raises SandboxError on any failure."""
+    """Static check, then the probe run confined; raises SandboxError on any failure.
+
+    Confined means in the worker of worldfactory.confine (bubblewrap, seccomp, rlimits, audit
+    hook); with the explicit opt-out, a child `python -I` with rlimits and the audit hook.
+    """
+    from worldfactory import confine
+
     static_check((folder / "tools.py").read_text())
+    if confine.inside() or confine.confined_here():
+        files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+        report = confine.run_job("probes", files=files)
+    else:
+        report = _probes_in_child(folder)
+    if report["failures"]:
+        raise SandboxError(f"{len(report['failures'])} tool probes failed: " + "; ".join(report["failures"][:5]))
+    return report
+
+
+def _probes_in_child(folder: Path) -> dict[str, Any]:
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     proc = subprocess.run(
         [sys.executable, "-I", "-B", "-m", "worldfactory.sandbox", str(folder.resolve())],
@@ -118,10 +178,7 @@ def check_tools_in_sandbox(folder: Path) -> dict[str, Any]:
     )
     if proc.returncode != 0:
         raise SandboxError(f"sandbox child exited with {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    if report["failures"]:
-        raise SandboxError(f"{len(report['failures'])} tool probes failed: " + "; ".join(report["failures"][:5]))
-    return report
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def _column_sql(col: ColumnDef) -> str:
     if col.type == "boolean":
         checks.append(f"{col.name} IN (0, 1)")
     if col.type == "date":
-        checks.append(f"{col.name} = date({col.name})")
+        checks.append(f"{col.name} IS date({col.name})")  # '=' would pass when date() is NULL (not a date)
     if col.minimum is not None:
         checks.append(f"{col.name} >= {col.minimum:g}")
     if col.maximum is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 import worldfactory
+from worldfactory import confine
 from worldfactory.build.bundle import publish, sha256, world_manifest, world_readme
 from worldfactory.build.data import build_seed_db, check_seed
 from worldfactory.build.gold import run_oracle
@@ -162,7 +163,8 @@ class BuildContext:
         return self.cache[key]
 
     def world(self, stage: str, names: tuple[str, ...]) -> World:
-        return World({n: self.work.read(n, stage) for n in names})
+        """The world from the work folder; outside the confined worker its tool code runs in there."""
+        return confine.load_world({n: self.work.read(n, stage) for n in names})
 
     def tasks(self, stage: str) -> list[Task]:
         raw = self.work.read("tasks.jsonl", stage).decode()
@@ -438,7 +440,7 @@ def prove_curated(ctx: BuildContext) -> dict[str, int | float | str]:
 
 def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
     dest = ctx.data_root / "worlds" / ctx.world_id
-    world = World.open(dest)
+    world = confine.open_world(dest)  # checks every file against world.json
     listed = world.manifest.get("files", {})
     for name, digest in listed.items():
         if sha256((dest / name).read_bytes()) != digest:
@@ -480,13 +482,18 @@ STAGES: tuple[Stage, ...] = (
 STAGE_BY_NAME = {s.name: s for s in STAGES}
 
 
+def _cpu() -> float:
+    """This process's CPU seconds plus its confined worker's (which runs the stages that execute tools)."""
+    return time.process_time() + confine.worker_cpu_seconds()
+
+
 def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
     """Run one stage's make, timing it; its proof is cleared until the check runs again."""
     ctx.work.clear_proof(stage.name)
     ctx.usage = StageCost()
-    wall, cpu = time.perf_counter(), time.process_time()
-    counts = stage.make(ctx)
-    cost = ctx.usage.model_copy(update={"cpu_seconds": round(time.process_time() - cpu, 6),
+    wall, cpu = time.perf_counter(), _cpu()
+    counts = confine.run_stage(stage, "make", ctx)
+    cost = ctx.usage.model_copy(update={"cpu_seconds": round(_cpu() - cpu, 6),
                                         "wall_seconds": round(time.perf_counter() - wall, 6)})
     ctx.work.write_cost(stage.name, cost)
     return StageReport(world_id=ctx.world_id, stage=stage.name, files=ctx.work.hashes(stage.files), counts=counts,
@@ -499,9 +506,9 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
     The proof's time is added to the stage's cost record: proving is part of what a stage costs.
     """
     files = ctx.work.hashes(stage.files)
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu = time.perf_counter(), _cpu()
     try:
-        details = stage.prove(ctx)
+        details = confine.run_stage(stage, "prove", ctx)
         proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=True, details=details,
                       files=files)
     except Exception as exc:  # the reason goes into the check's metadata; the check fails
@@ -509,7 +516,7 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
                       reason=f"{type(exc).__name__}: {exc}"[:4000], files=files)
     ctx.work.write_proof(proof)
     cost = ctx.work.costs().get(stage.name, StageCost())
-    cost.cpu_seconds = round(cost.cpu_seconds + time.process_time() - cpu, 6)
+    cost.cpu_seconds = round(cost.cpu_seconds + _cpu() - cpu, 6)
     cost.wall_seconds = round(cost.wall_seconds + time.perf_counter() - wall, 6)
     ctx.work.write_cost(stage.name, cost)
     from worldfactory.catalog import write_cost_rows

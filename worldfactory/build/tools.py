@@ -8,7 +8,10 @@ that the sandbox runs before the stage is accepted.
 
 from __future__ import annotations
 
+import ast
 import json
+import keyword
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -23,6 +26,8 @@ PROVENANCE = "local-twin"
 SEARCH_LIMIT_DEFAULT = 25
 SEARCH_LIMIT_MAX = 500
 DATE_PATTERN = r"^\d{4}-\d{2}-\d{2}$"
+INT_MIN, INT_MAX = -(2**63), 2**63 - 1  # SQLite's 64-bit integers
+NUMBER_LIMIT = 1e15  # numbers and money: finite, and within what a REAL holds exactly to the cent
 PY_TYPES = {"integer": "int", "number": "float", "money": "float", "text": "str", "date": "str", "boolean": "bool"}
 
 
@@ -187,14 +192,15 @@ def _base_schema(p: ParamSpec) -> dict[str, Any]:
         "number": {"type": "number"},
         "money": {"type": "number"},
         "text": {"type": "string", "minLength": 1, "maxLength": 2000},
-        "date": {"type": "string", "pattern": DATE_PATTERN},
+        "date": {"type": "string", "pattern": DATE_PATTERN, "format": "date"},  # a real calendar date
         "boolean": {"type": "boolean"},
     }[p.type].copy()
-    if p.type in ("integer", "number", "money"):
-        if p.minimum is not None:
-            schema["minimum"] = p.minimum if p.type != "integer" else int(p.minimum)
-        if p.maximum is not None:
-            schema["maximum"] = p.maximum if p.type != "integer" else int(p.maximum)
+    if p.type == "integer":
+        schema["minimum"] = max(INT_MIN, int(p.minimum)) if p.minimum is not None else INT_MIN
+        schema["maximum"] = min(INT_MAX, int(p.maximum)) if p.maximum is not None else INT_MAX
+    elif p.type in ("number", "money"):
+        schema["minimum"] = max(-NUMBER_LIMIT, p.minimum) if p.minimum is not None else -NUMBER_LIMIT
+        schema["maximum"] = min(NUMBER_LIMIT, p.maximum) if p.maximum is not None else NUMBER_LIMIT
     return schema
 
 
@@ -238,6 +244,29 @@ def manifest(tools: list[ToolSpec]) -> list[dict[str, Any]]:
 # --- source generation ----------------------------------------------------------------------
 
 
+# Strings from packs, briefs or models reach the generated source only as Python literals
+# (checked by parsing them back), and names only after matching IDENTIFIER: data cannot add code.
+IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def _ident(name: str, what: str) -> str:
+    """A name the generated code uses as an identifier: lower-case letters, digits, underscores, not a keyword."""
+    if not isinstance(name, str) or not IDENTIFIER.fullmatch(name) or keyword.iskeyword(name) or \
+            name.startswith("__"):
+        raise TemplateError(f"{what} {name!r:.80} is not a valid name (lower-case letters, digits and underscores, "
+                            f"starting with a letter)")
+    return name
+
+
+def _literal(text: str, indent: str = "") -> str:
+    """A string literal for generated source: a readable triple-quoted block when that is exact, else repr."""
+    plain = all(ch == "\n" or (ch.isprintable() and ch not in '"\\') for ch in text)
+    literal = '"""' + text.replace("\n", "\n" + indent) + '"""' if plain else repr(text)
+    if ast.literal_eval(literal) != (text.replace("\n", "\n" + indent) if plain else text):
+        literal = repr(text)
+    return literal
+
+
 def _annotation(p: ParamSpec) -> str:
     base = f"Literal[{', '.join(repr(v) for v in p.enum)}]" if p.enum else PY_TYPES[p.type]
     return base if p.required else f"{base} | None"
@@ -260,7 +289,7 @@ def _value_expr(value: Any, row_var: str = "row", id_var: str | None = None) -> 
         if value == "$id" and id_var:
             return id_var
         if value.startswith("$"):
-            return value[1:]
+            return _ident(value[1:], "value reference")
         if value.startswith("row."):
             return f"{row_var}[{value[4:]!r}]"
     if isinstance(value, bool):
@@ -269,18 +298,20 @@ def _value_expr(value: Any, row_var: str = "row", id_var: str | None = None) -> 
 
 
 def _docstring(tool: ToolSpec) -> list[str]:
-    lines = ['    """' + tool.description]
+    lines = [tool.description]
     if tool.params:
         lines.append("")
-        lines.append("    Args:")
+        lines.append("Args:")
         for p in tool.params:
-            lines.append(f"        {p.name}: {p.description or p.name}")
-    lines.append('    """')
-    return lines
+            lines.append(f"    {p.name}: {p.description or p.name}")
+    return ["    " + _literal("\n".join(lines) + "\n", "    ")]
 
 
 def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
     t = spec.table(tool.table)
+    _ident(tool.name, "tool name")
+    for p in tool.params:
+        _ident(p.name, f"parameter of {tool.name}")
     head = [
         f"@tool(read_only={tool.read_only}, destructive={tool.destructive}, idempotent={tool.idempotent}, "
         f"provenance={tool.provenance!r})",
@@ -325,7 +356,7 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
                     + "}.items() if v is not None}")
         names = ", ".join(p.name for p in fields)
         body.append("    if not changes:")
-        body.append(f"        raise ToolError('nothing to change: give at least one of {names}')")
+        body.append(f"        raise ToolError({'nothing to change: give at least one of ' + names!r})")
         for p in fields:
             if p.ref:
                 body.append(f"    if {p.name} is not None:")
@@ -359,7 +390,7 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
     body.append(f"    db.require_state(row, {t.workflow.column!r}, {tr.from_!r}, {t.singular + ' '!r} + str({label}))")
     for g in tr.guards:
         kind, name = g.field.split(".", 1)
-        left = f"row[{name!r}]" if kind == "row" else name
+        left = f"row[{name!r}]" if kind == "row" else _ident(name, "guard field")
         right = f"db.rule({g.rule!r})" if g.rule else _value_expr(g.value)
         body.append(f"    db.guard({left}, {g.op!r}, {right}, {g.message!r})")
     sets = {t.workflow.column: repr(tr.to)}
@@ -386,12 +417,11 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
 def tools_source(spec: WorldSpec, tools: list[ToolSpec]) -> str:
     """The generated tools.py: plain functions over ToolDB, one per tool."""
     audit = spec.has_table("audit_log")
+    doc = (f"Tools of world {spec.brief.world_id} ({spec.brief.company_name}).\n\n"
+           f"Generated by WorldFactory {GENERATOR_VERSION} from the world's spec; do not edit by hand.\n"
+           "Every function takes the episode's ToolDB first; the runtime owns transactions.\n")
     lines = [
-        f'"""Tools of world {spec.brief.world_id} ({spec.brief.company_name}).',
-        "",
-        f"Generated by WorldFactory {GENERATOR_VERSION} from the world's spec; do not edit by hand.",
-        "Every function takes the episode's ToolDB first; the runtime owns transactions.",
-        '"""',
+        _literal(doc),
         "",
         "from __future__ import annotations",
         "",

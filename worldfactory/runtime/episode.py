@@ -73,12 +73,29 @@ def _step(values: dict[str, Any], result_json: str) -> Step:
     return step
 
 
+QUOTE_CHARS = 40  # an error message quotes at most this much of a bad value
+MESSAGE_CHARS = 1000  # and is at most this long
+
+
+def short(text: str, limit: int = MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters in all)"
+
+
+def _error_text(e: Any) -> str:
+    message = e.message
+    quoted = repr(e.instance)
+    if len(quoted) > QUOTE_CHARS + 10 and quoted in message:
+        message = message.replace(quoted, f"{quoted[:QUOTE_CHARS]}... ({len(quoted)} characters)")
+    return short(message, 300)
+
+
 def schema_message(tool: str, errors: list[Any]) -> str:
     parts = []
-    for e in errors:
-        where = ".".join(str(p) for p in e.absolute_path)
-        parts.append(f"{where}: {e.message}" if where else e.message)
-    return f"invalid arguments for {tool}: " + "; ".join(parts)
+    for e in errors[:10]:
+        where = short(".".join(str(p) for p in e.absolute_path), 100)
+        text = _error_text(e)
+        parts.append(f"{where}: {text}" if where else text)
+    return short(f"invalid arguments for {tool}: " + "; ".join(parts))
 
 
 class Episode:
@@ -123,7 +140,8 @@ class Episode:
             return None, "this episode is closed; start a new one", "null"
         fn = self.world.functions.get(tool)
         if fn is None:
-            return None, f"unknown tool '{tool}'; list the tools to see what this world offers", "null"
+            name = short(str(tool), QUOTE_CHARS)
+            return None, f"unknown tool {name!r}; list the tools to see what this world offers", "null"
         if not isinstance(args, dict):
             return None, f"invalid arguments for {tool}: expected a JSON object", "null"
         error = self.world.argument_error(tool, args)
@@ -138,13 +156,13 @@ class Episode:
                 text = json.dumps(out, sort_keys=True, default=lambda v: converted.append(True) or str(v))
             except ToolError as exc:
                 self._undo()
-                return None, f"{tool} refused: {exc}", "null"
+                return None, short(f"{tool} refused: {exc}"), "null"
             except sqlite3.Error as exc:
                 self._undo()
-                return None, f"{tool} failed in the database: {exc}", "null"
+                return None, short(f"{tool} failed in the database: {exc}"), "null"
             except Exception as exc:  # a bug in generated code must not leave partial writes
                 self._undo()
-                return None, f"{tool} failed: {type(exc).__name__}: {exc}", "null"
+                return None, short(f"{tool} failed: {type(exc).__name__}: {exc}"), "null"
             session.run(session.release)
         if converted or not isinstance(out, dict):  # values JSON cannot hold: the client sees them as text
             out = json.loads(text)

@@ -20,13 +20,15 @@ from worldfactory.runtime.episode import Episode, schema_message
 from worldfactory.runtime.world import World
 
 
-def _route(episode: Episode, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _route(episode: Episode, name: str, fn: Callable[..., Any], keep: bool = True) -> Callable[..., Any]:
     sig = inspect.signature(fn, eval_str=True)
     params = list(sig.parameters.values())[1:]  # drop the ToolDB handle
 
     async def call(**kwargs: Any) -> dict[str, Any]:  # inline on the loop: a call is ~0.1 ms, no thread hop
         args = {k: v for k, v in kwargs.items() if v is not None}
         result = episode.call(name, args)
+        if not keep:
+            episode.trace.clear()
         if not result.ok:
             raise ToolError(result.error or "tool failed")
         return result.result or {}
@@ -60,6 +62,7 @@ class WorldServer(MCPServer):
 def build_server(world: World, episode: Episode | None = None) -> MCPServer:
     """An MCPServer over one episode (a fresh seed copy unless one is given)."""
     ep = episode or world.episode()
+    keep = episode is not None  # a served episode may take any number of calls: its steps are answered, not kept
     server = WorldServer(
         world,
         name=f"worldfactory-{world.world_id}",
@@ -74,7 +77,7 @@ def build_server(world: World, episode: Episode | None = None) -> MCPServer:
         name = entry["name"]
         ann = entry["annotations"]
         server.add_tool(
-            _route(ep, name, world.functions[name]),
+            _route(ep, name, world.functions[name], keep),
             name=name,
             description=entry["description"],
             annotations=ToolAnnotations(read_only_hint=ann["read_only_hint"], destructive_hint=ann["destructive_hint"],
@@ -84,7 +87,8 @@ def build_server(world: World, episode: Episode | None = None) -> MCPServer:
     return server
 
 
-def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000,
+          fd: int | None = None) -> None:
     """Serve a stateful sandbox of the world over stdio or streamable HTTP (loopback by default)."""
     server = build_server(world)
     if transport == "stdio":
@@ -95,4 +99,7 @@ def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port:
     import uvicorn
 
     app = server.streamable_http_app(host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    if fd is not None:  # a listening socket bound by the parent, outside the sandbox's empty network namespace
+        uvicorn.run(app, fd=fd, log_level="warning")
+    else:
+        uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import types
@@ -24,6 +25,7 @@ from worldfactory.runtime.diff import ChangeDiffer, TableNorm, changelog_ddl, in
 from worldfactory.spec import Task, WorldSpec
 
 BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json")
+ENV_NO_VERIFY = "WORLDFACTORY_NO_VERIFY"  # development only: open bundles whose files differ from world.json
 
 
 class WorldError(ValueError):
@@ -73,10 +75,45 @@ def normalization(spec: WorldSpec, seed_image: bytes) -> dict[str, TableNorm]:
         conn.close()
 
 
+def verification_skipped() -> bool:
+    return os.environ.get(ENV_NO_VERIFY, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def read_bundle(root: Path, verify: bool = True) -> dict[str, bytes]:
+    """A bundle's files, each checked against the sha256 world.json lists for it.
+
+    A file that differs, a listed file that is missing and a file world.json does not list are
+    all refused, by name: a bundle is served exactly as it was built and proven, or not at all.
+    """
+    if not (root / "world.json").is_file():
+        raise WorldError(f"{root}: no world.json here; build the world first (`worldfactory build WORLD_ID`)")
+    files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+    if not verify or verification_skipped():
+        return files
+    try:
+        listed = json.loads(files["world.json"]).get("files", {})
+    except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
+        raise WorldError(f"{root / 'world.json'}: not a readable manifest; rebuild the world") from None
+    if not isinstance(listed, dict) or not listed:
+        raise WorldError(f"{root / 'world.json'}: lists no file hashes; rebuild the world")
+    for name in sorted(set(listed) | set(files) - {"world.json"}):
+        if name not in files:
+            raise WorldError(f"{root / name}: listed in world.json but missing; rebuild the world")
+        if name not in listed:
+            raise WorldError(f"{root / name}: not listed in world.json (an unverified file); remove it or rebuild")
+        if hashlib.sha256(files[name]).hexdigest() != listed[name]:
+            raise WorldError(f"{root / name}: its sha256 differs from world.json (the bundle was changed after it "
+                             f"was built); rebuild the world, or pass --no-verify (development only)")
+    return files
+
+
 class World:
     """A loaded world: seed image, tool functions and schemas, tasks and verifiers."""
 
-    def __init__(self, files: dict[str, bytes], path: Path | None = None) -> None:
+    def __init__(self, files: dict[str, bytes], path: Path | None = None, *, static: bool = True,
+                 code: bool = True) -> None:
+        """static=False skips the allowlist check of tools.py (tests of the deeper layers only);
+        code=False loads the data alone, never executing tools.py (the stand-in of a confined world)."""
         missing = [f for f in BUNDLE_FILES if f not in files]
         if missing:
             where = str(path) if path else "world"
@@ -90,17 +127,15 @@ class World:
         self.seed_image = files["seed.db"]
         self.tool_manifest: list[dict[str, Any]] = json.loads(files["tools.json"])
         self.tools_by_name = {t["name"]: t for t in self.tool_manifest}
-        module_name = "wf_tools_" + hashlib.sha256(files["tools.py"]).hexdigest()[:12]
-        self.module = load_tools_module(files["tools.py"].decode(), module_name)
         self.functions: dict[str, Callable[..., Any]] = {}
-        for name in self.tools_by_name:
-            fn = getattr(self.module, name, None)
-            if fn is None or not hasattr(fn, "__wf_tool__"):
-                raise WorldError(f"tools.py has no tool function '{name}' listed in tools.json")
-            self.functions[name] = fn
-        self.validators = {n: Draft202012Validator(t["input_schema"]) for n, t in self.tools_by_name.items()}
+        self.module: types.ModuleType | None = None
+        if code:
+            self._load_code(files["tools.py"], static)
+        formats = Draft202012Validator.FORMAT_CHECKER  # "format": "date" is a real date, not only a pattern
+        self.validators = {n: Draft202012Validator(t["input_schema"], format_checker=formats)
+                           for n, t in self.tools_by_name.items()}
         # The compiled validator answers valid-or-not in microseconds; the Python one words the errors.
-        self.fast_validators = {n: jsonschema_rs.validator_for(t["input_schema"])
+        self.fast_validators = {n: jsonschema_rs.validator_for(t["input_schema"], validate_formats=True)
                                 for n, t in self.tools_by_name.items()}
         self.norm = normalization(self.spec, self.seed_image)
         self.start_image = runtime_image(self.seed_image, [t.name for t in self.spec.tables])
@@ -120,13 +155,24 @@ class World:
             self.tasks.pop(task_id, None)
         self.manifest: dict[str, Any] = json.loads(files["world.json"]) if "world.json" in files else {}
 
+    def _load_code(self, source: bytes, static: bool) -> None:
+        if static:
+            from worldfactory.sandbox import static_check
+
+            static_check(source.decode())
+        module_name = "wf_tools_" + hashlib.sha256(source).hexdigest()[:12]
+        self.module = load_tools_module(source.decode(), module_name)
+        for name in self.tools_by_name:
+            fn = getattr(self.module, name, None)
+            if fn is None or not hasattr(fn, "__wf_tool__"):
+                raise WorldError(f"tools.py has no tool function '{name}' listed in tools.json")
+            self.functions[name] = fn
+
     @classmethod
-    def open(cls, path: str | Path) -> World:
+    def open(cls, path: str | Path, verify: bool = True) -> World:
+        """Load a bundle; every file must match its hash in world.json (verify=False skips that, for development)."""
         root = Path(path)
-        if not (root / "world.json").is_file():
-            raise WorldError(f"{root}: no world.json here; build the world first (`worldfactory build WORLD_ID`)")
-        files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
-        return cls(files, root)
+        return cls(read_bundle(root, verify), root)
 
     def seed_rows(self, table: str) -> dict[int, tuple[Any, ...]]:
         """The seed's rows of one table by id (id first, then the columns in spec order); read once."""

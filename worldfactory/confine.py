@@ -1,0 +1,719 @@
+"""The OS boundary around generated code: one confined worker process per Python process.
+
+Everything that executes a world's tools.py (the build stages that run tools, rollouts, `run`,
+`replay`, `serve`) does it inside a process that bubblewrap (Debian package `bubblewrap`) has
+put in its own user, PID, IPC, UTS and network namespaces (no network at all: an empty network
+namespace), with a read-only view of the whole file system except a private tmpfs scratch
+folder, all capabilities dropped, and rlimits on CPU time, address space, open files and file
+size. Inside, before any generated code is loaded, the process installs a seccomp filter (no
+fork, vfork, non-thread clone, execve or socket: no new processes, no new sockets) and an audit
+hook (the Python-level layer: no imports of process, network or native-code modules, no file
+writes), and World refuses tools.py files that step outside the generator's allowlist.
+
+The worker is started once (about half a second) and reused across stages and worlds. The
+parent sends it whole jobs (a build stage's make or prove, a batch of rollouts, a probe run)
+or, for callers that need the network themselves (a model policy), single episode steps. The
+parent never unpickles what the worker sends: messages are JSON plus raw byte blobs, so a
+compromised worker can only send back data. `serve` re-executes the whole server process under
+the same boundary instead (stdio passes through; HTTP inherits a listening socket).
+
+No bubblewrap: running generated code fails with ConfinementError, naming the package and the
+explicit opt-out (`--unconfined` or WORLDFACTORY_UNCONFINED=1: same code, in this process).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import platform
+import resource
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+ENV_UNCONFINED = "WORLDFACTORY_UNCONFINED"
+ENV_INSIDE = "WORLDFACTORY_CONFINED"
+SCRATCH = "/var/tmp"  # the private tmpfs inside the sandbox (TMPDIR, HOME and the working folder)
+MEMORY_BYTES = int(os.environ.get("WORLDFACTORY_SANDBOX_MEMORY_MB", "8192")) << 20
+OPEN_FILES = 1024
+FILE_BYTES = 1 << 30
+CPU_HARD_SECONDS = 24 * 3600  # the process's whole life; each job also gets a soft limit
+JOB_CPU_SECONDS = 1800
+JOB_WALL_SECONDS = 3600
+MAX_MESSAGE = 8 << 30
+MISSING = ("running generated tool code needs an OS sandbox, and bubblewrap is not installed here; install "
+           "the Debian package `bubblewrap` (apt-get install bubblewrap), or, for development only, run it "
+           "unconfined with --unconfined or WORLDFACTORY_UNCONFINED=1")
+
+
+class ConfinementError(RuntimeError):
+    """Generated code cannot run confined here (no bubblewrap), or the confined worker failed."""
+
+
+# --- policy ------------------------------------------------------------------------------------------
+
+def inside() -> bool:
+    """True in the confined worker (or a confined server): generated code runs here directly."""
+    return _HARDENED
+
+
+def unconfined() -> bool:
+    """The explicit opt-out: generated code runs in this process with only the Python-level layers."""
+    return os.environ.get(ENV_UNCONFINED, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def set_unconfined(flag: bool = True) -> None:
+    """The CLI's --unconfined: for this process and the processes it starts."""
+    if flag:
+        os.environ[ENV_UNCONFINED] = "1"
+
+
+def confined_here() -> bool:
+    """Whether generated code must be sent to the confined worker (not inside it, not opted out)."""
+    return not inside() and not unconfined()
+
+
+def bwrap() -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise ConfinementError(MISSING)
+    return path
+
+
+def bwrap_argv() -> list[str]:
+    """bubblewrap's arguments: every namespace, read-only /, a private scratch tmpfs, no capabilities."""
+    return [bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", SCRATCH,
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "TMPDIR", SCRATCH,
+            "--setenv", "WORLDFACTORY_DEBUG", os.environ.get("WORLDFACTORY_DEBUG", ""),
+            "--setenv", "HOME", SCRATCH, "--setenv", ENV_INSIDE, "1",
+            "--chdir", SCRATCH, "--"]
+
+
+def limits() -> None:
+    """rlimits for the confined process (run between fork and exec of bwrap; inherited by the worker)."""
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_HARD_SECONDS, CPU_HARD_SECONDS))
+    resource.setrlimit(resource.RLIMIT_NPROC, (64, 64))  # not enforced for root: seccomp is the real bar
+
+
+# --- hardening inside the sandbox ----------------------------------------------------------------------
+
+_HARDENED = False
+# x86_64 syscall numbers; other architectures keep bubblewrap, rlimits and the audit hook only.
+_SYS = {"socket": 41, "clone": 56, "fork": 57, "vfork": 58, "execve": 59, "ptrace": 101, "mount": 165,
+        "unshare": 272, "setns": 308, "execveat": 322, "bpf": 321, "clone3": 435, "io_uring_setup": 425}
+_DENIED_SYSCALLS = ("socket", "fork", "vfork", "execve", "execveat", "ptrace", "mount", "unshare", "setns", "bpf",
+                    "io_uring_setup")
+CLONE_THREAD = 0x00010000
+BLOCKED_EVENTS = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.fork", "os.spawn",
+                  "os.forkpty", "pty.", "ctypes.", "os.remove", "os.rename", "os.unlink", "os.rmdir", "os.mkdir",
+                  "os.chmod", "os.chown", "os.link", "os.symlink", "os.truncate", "shutil.", "sqlite3.enable_load",
+                  "sqlite3.load_extension", "os.kill", "os.killpg", "signal.pthread_kill")
+BLOCKED_MODULES = {"socket", "_socket", "subprocess", "_posixsubprocess", "ctypes", "_ctypes", "multiprocessing",
+                   "_multiprocessing", "urllib.request", "http.client", "pty", "ssl", "_ssl", "select", "mmap"}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+
+def seccomp_program() -> bytes:
+    """A classic BPF seccomp filter: no new processes, no exec, no sockets (socketpair stays for asyncio)."""
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, errno_, kill = 0x7FFF0000, 0x00050000, 0x80000000
+    denied = [_SYS[n] for n in _DENIED_SYSCALLS]
+    n = len(denied)
+    allow_at, eperm_at, enosys_at = 9 + n, 10 + n, 11 + n
+
+    def to(target: int, at: int) -> int:
+        return target - at - 1
+
+    prog = [(ld, 0, 0, 4),  # the architecture
+            (jeq, 1, 0, 0xC000003E),
+            (ret, 0, 0, kill),
+            (ld, 0, 0, 0),  # the syscall number
+            (jge, to(eperm_at, 4), 0, 0x40000000)]  # the x32 ABI: refused
+    prog += [(jeq, to(eperm_at, 5 + i), 0, nr) for i, nr in enumerate(denied)]
+    prog += [(jeq, to(enosys_at, 5 + n), 0, _SYS["clone3"]),  # glibc then falls back to clone for threads
+             (jeq, 0, to(allow_at, 6 + n), _SYS["clone"]),
+             (ld, 0, 0, 16),  # clone's flags (low word of the first argument)
+             (jset, to(allow_at, 8 + n), to(eperm_at, 8 + n), CLONE_THREAD),  # a thread, or a new process
+             (ret, 0, 0, allow),
+             (ret, 0, 0, errno_ | 1),  # EPERM
+             (ret, 0, 0, errno_ | 38)]  # ENOSYS
+    return b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in prog)
+
+
+def _install_seccomp() -> bool:
+    if platform.machine() != "x86_64" or not sys.platform.startswith("linux"):
+        return False
+    program = seccomp_program()
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    buf = ctypes.create_string_buffer(program)
+    fprog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    pr_set_no_new_privs, pr_set_seccomp, seccomp_mode_filter = 38, 22, 2
+    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
+        raise ConfinementError(f"prctl(NO_NEW_PRIVS) failed: errno {ctypes.get_errno()}")
+    if libc.prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        raise ConfinementError(f"seccomp filter refused: errno {ctypes.get_errno()}")
+    return True
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event == "sqlite3.connect" and args and args[0] not in (":memory:", b":memory:"):
+        raise PermissionError(f"sandbox: opening database {args[0]!s:.80} blocked")
+    if event == "socket.__new__" and len(args) > 1 and args[1] == 1:
+        return  # AF_UNIX: asyncio's self-pipe (socketpair); seccomp refuses socket(2) itself
+    if event.startswith(BLOCKED_EVENTS):
+        raise PermissionError(f"sandbox: {event} blocked")
+    if event == "import" and args and args[0] in BLOCKED_MODULES:
+        raise PermissionError(f"sandbox: import {args[0]} blocked")
+    if event == "open" and len(args) > 2 and not isinstance(args[0], int):  # an fd number opens nothing new
+        mode, flags = args[1], args[2]
+        if (isinstance(mode, str) and any(m in mode for m in "wax+")) or (isinstance(flags, int)
+                                                                         and flags & _WRITE_FLAGS):
+            raise PermissionError(f"sandbox: writing {args[0]!s:.80} blocked")
+
+
+def harden(preload: tuple[str, ...] = ()) -> None:
+    """Enter the Python-level layers for the rest of this process's life: seccomp, then the audit hook.
+
+    Modules the trusted code will need are imported first: the hook refuses imports of process,
+    network and native-code modules afterwards (asyncio, for one, imports socket).
+    """
+    global _HARDENED
+    if _HARDENED:
+        return
+    import importlib
+
+    for name in ("asyncio", "json", "sqlite3", *preload):
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional module (an HTTP parser uvicorn may use) that is not installed
+            pass
+    _install_seccomp()
+    sys.addaudithook(_audit)
+    _HARDENED = True
+
+
+# --- the wire format: JSON headers and raw blobs, never pickle -----------------------------------------
+
+def _pack(obj: Any, blobs: list[bytes]) -> Any:
+    if isinstance(obj, bytes | bytearray | memoryview):
+        blobs.append(bytes(obj))
+        return {"$blob": len(blobs) - 1}
+    if isinstance(obj, dict):
+        return {str(k): _pack(v, blobs) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_pack(v, blobs) for v in obj]
+    return obj
+
+
+def _unpack(obj: Any, blobs: list[bytes]) -> Any:
+    if isinstance(obj, dict):
+        if len(obj) == 1 and "$blob" in obj and isinstance(obj["$blob"], int) and 0 <= obj["$blob"] < len(blobs):
+            return blobs[obj["$blob"]]
+        return {k: _unpack(v, blobs) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unpack(v, blobs) for v in obj]
+    return obj
+
+
+def send(stream: Any, obj: Any) -> None:
+    blobs: list[bytes] = []
+    head = json.dumps({"body": _pack(obj, blobs), "blobs": [len(b) for b in blobs]},
+                      default=str, allow_nan=False).encode()
+    stream.write(struct.pack("<Q", len(head)) + head)
+    for b in blobs:
+        stream.write(b)
+    stream.flush()
+
+
+def _read_exact(stream: Any, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(min(n - got, 1 << 24))
+        if not chunk:
+            raise EOFError("the confined worker closed its pipe")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive(stream: Any) -> Any:
+    (size,) = struct.unpack("<Q", _read_exact(stream, 8))
+    if size > MAX_MESSAGE:
+        raise ConfinementError(f"the confined worker sent a {size}-byte header; refused")
+    head = json.loads(_read_exact(stream, size))
+    sizes = head.get("blobs", [])
+    if not isinstance(sizes, list) or not all(isinstance(s, int) and 0 <= s for s in sizes) or sum(sizes) > MAX_MESSAGE:
+        raise ConfinementError("the confined worker sent a malformed message; refused")
+    blobs = [_read_exact(stream, s) for s in sizes]
+    return _unpack(head.get("body"), blobs)
+
+
+# --- the parent side ---------------------------------------------------------------------------------
+
+KNOWN_ERRORS = ("StageError", "VerifierError", "RolloutError", "SandboxError", "WorldError", "TemplateError",
+                "ValueError", "RuntimeError", "KeyError", "PermissionError", "MemoryError")
+
+
+def _error_class(name: str) -> type[Exception]:
+    """The exception type to re-raise a worker's failure as (its name kept, so messages read the same)."""
+    from worldfactory.build.stages import StageError
+    from worldfactory.build.verifiers import VerifierError
+    from worldfactory.rollouts import RolloutError
+    from worldfactory.runtime.world import WorldError
+    from worldfactory.sandbox import SandboxError
+    from worldfactory.templates import TemplateError
+
+    table: dict[str, type[Exception]] = {
+        "StageError": StageError, "VerifierError": VerifierError, "RolloutError": RolloutError,
+        "SandboxError": SandboxError, "WorldError": WorldError, "TemplateError": TemplateError,
+        "ValueError": ValueError, "KeyError": KeyError, "PermissionError": PermissionError,
+    }
+    if name in table:
+        return table[name]
+    safe = "".join(ch for ch in name if ch.isalnum() or ch == "_")[:60] or "WorkerError"
+    return type(safe, (ConfinementError,), {})
+
+
+class Worker:
+    """The confined child and its pipes; one request at a time."""
+
+    def __init__(self) -> None:
+        argv = [*bwrap_argv(), sys.executable, "-I", "-B", "-m", "worldfactory.confine"]
+        self.started = time.perf_counter()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     preexec_fn=limits, close_fds=True)
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+        self.cpu = 0.0  # CPU seconds the worker reported for its jobs
+        self._stderr: list[bytes] = []
+        threading.Thread(target=self._drain, daemon=True).start()
+        hello = self._read()
+        if hello != "ready":
+            raise ConfinementError(f"the confined worker did not start: {self.stderr_tail()}")
+        self.startup_seconds = time.perf_counter() - self.started
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+            del self._stderr[:-40]
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr).decode(errors="replace").strip()[-2000:] or "(no output)"
+
+    def _read(self) -> Any:
+        try:
+            return receive(self.proc.stdout)
+        except (EOFError, struct.error, ValueError) as exc:
+            self.proc.poll()
+            raise ConfinementError(f"the confined worker stopped ({exc}; exit {self.proc.returncode}): "
+                                   f"{self.stderr_tail()}") from None
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and self.pid == os.getpid()
+
+    def request(self, job: str, **args: Any) -> Any:
+        with self.lock:
+            timer = threading.Timer(JOB_WALL_SECONDS, self.proc.kill)
+            timer.start()
+            try:
+                send(self.proc.stdin, {"job": job, "args": args})
+                reply = self._read()
+            except BrokenPipeError:
+                raise ConfinementError(f"the confined worker stopped: {self.stderr_tail()}") from None
+            finally:
+                timer.cancel()
+        if not isinstance(reply, dict):
+            raise ConfinementError("the confined worker sent a malformed reply")
+        self.cpu += float(reply.get("cpu", 0.0) or 0.0)
+        if not reply.get("ok"):
+            cls = _error_class(str(reply.get("type", "")))
+            raise cls(str(reply.get("message", ""))[:8000])
+        return reply.get("result")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_WORKER: Worker | None = None
+_WORKER_LOCK = threading.Lock()
+
+
+def worker() -> Worker:
+    """This process's confined worker, started on first use and restarted if it died."""
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is None or not _WORKER.alive():
+            _WORKER = Worker()
+        return _WORKER
+
+
+def worker_cpu_seconds() -> float:
+    """CPU seconds this process's worker spent on jobs so far (added to a stage's cost)."""
+    w = _WORKER
+    return w.cpu if w is not None and w.pid == os.getpid() else 0.0
+
+
+def shutdown() -> None:
+    global _WORKER
+    with _WORKER_LOCK:
+        if _WORKER is not None and _WORKER.pid == os.getpid():
+            _WORKER.close()
+        _WORKER = None
+
+
+def run_job(job: str, **args: Any) -> Any:
+    """Run a job confined (in the worker), or here when this process is the worker or opted out."""
+    if confined_here():
+        return worker().request(job, **args)
+    return JOBS[job](**args)
+
+
+# --- build stages ------------------------------------------------------------------------------------
+
+# stage -> the steps that execute generated code (world_tools' proof runs the probes job itself)
+CONFINED_STAGES = {"world_tasks": ("make", "prove"), "world_verifiers": ("make", "prove"),
+                   "task_rollouts": ("make", "prove"), "world_bundle": ("prove",)}
+
+
+def run_stage(stage: Any, kind: str, ctx: Any) -> Any:
+    """A stage's make or prove: in the confined worker when it executes generated code, else here."""
+    fn = getattr(stage, kind)
+    if kind not in CONFINED_STAGES.get(stage.name, ()) or not confined_here():
+        return fn(ctx)
+    if stage.name == "task_rollouts" and kind == "make" and ctx.rollout.policy == "openai":
+        return fn(ctx)  # the agent needs the network: it runs here, its episodes in the worker (ctx.world)
+    out = worker().request(
+        "stage", stage=stage.name, kind=kind, world_id=ctx.world_id, work=str(ctx.work.path),
+        data_root=str(ctx.data_root), briefs_dir=str(ctx.briefs_dir) if ctx.briefs_dir else None,
+        inputs=ctx.inputs, rollout=ctx.rollout.model_dump())
+    from worldfactory.catalog import write_policy_rows
+
+    for name, data in out["writes"].items():
+        ctx.work.write(_safe_name(name), data)
+    for table, label, rows in out["catalog"]:
+        write_policy_rows(ctx.data_root / "catalog", table, ctx.world_id, label, rows)
+    for key, value in out["usage"].items():
+        if key in ("llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections"):
+            setattr(ctx.usage, key, value)
+    return out["result"]
+
+
+def _safe_name(name: str) -> str:
+    if not isinstance(name, str) or "/" in name or name.startswith(".") or not name:
+        raise ConfinementError(f"the confined worker asked to write {name!r:.80}; refused")
+    return name
+
+
+def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, briefs_dir: str | None,
+               inputs: str, rollout: dict[str, Any]) -> dict[str, Any]:
+    import worldfactory.catalog as catalog
+    from worldfactory.build import stages as S
+    from worldfactory.rollouts import RolloutConfig
+
+    class CaptureWorkDir(S.WorkDir):
+        """Reads the real work folder (read-only here); writes are kept and sent back."""
+
+        def __init__(self, path: Path, wid: str) -> None:
+            super().__init__(path, wid)
+            self.written: dict[str, bytes] = {}
+
+        def write(self, name: str, data: bytes) -> str:
+            self.written[name] = data
+            return S.sha256(data)
+
+        def read(self, name: str, stage_name: str) -> bytes:
+            if name in self.written:
+                return self.written[name]
+            return super().read(name, stage_name)
+
+    rows: list[list[Any]] = []
+    cap = CaptureWorkDir(Path(work), world_id)
+    ctx = S.BuildContext(world_id=world_id, templates=None, work=cap, data_root=Path(data_root),  # type: ignore[arg-type]
+                         briefs_dir=Path(briefs_dir) if briefs_dir else None, inputs=inputs,
+                         rollout=RolloutConfig(**rollout), cache=_CTX_CACHE)
+    real = catalog.write_policy_rows
+    catalog.write_policy_rows = lambda _root, table, _wid, label, r: rows.append([table, label, r])  # type: ignore
+    try:
+        result = getattr(S.STAGE_BY_NAME[stage], kind)(ctx)
+    finally:
+        catalog.write_policy_rows = real
+    return {"result": result, "writes": cap.written, "catalog": rows, "usage": ctx.usage.model_dump()}
+
+
+_CTX_CACHE: dict[str, Any] = {}
+
+
+# --- worlds in the worker, and their stand-ins in the parent -------------------------------------------
+
+_WORLDS: OrderedDict[str, Any] = OrderedDict()
+_EPISODES: dict[int, Any] = {}
+
+
+def _world_key(files: dict[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return digest.hexdigest()
+
+
+def _job_open_world(files: dict[str, bytes], static: bool = True) -> str:
+    from worldfactory.runtime.world import World
+
+    key = _world_key(files) + ("" if static else "-nostatic")
+    if key not in _WORLDS:
+        _WORLDS[key] = World(files, static=static)
+        while len(_WORLDS) > 4:
+            _WORLDS.popitem(last=False)
+    _WORLDS.move_to_end(key)
+    return key
+
+
+def _world(key: str) -> Any:
+    try:
+        return _WORLDS[key]
+    except KeyError:
+        raise ConfinementError("the confined worker no longer holds this world; open it again") from None
+
+
+def _job_episode_open(world: str, task_id: str | None) -> int:
+    ep = _world(world).episode(task_id)
+    _EPISODES[id(ep)] = ep
+    return id(ep)
+
+
+def _episode(handle: int) -> Any:
+    try:
+        return _EPISODES[handle]
+    except KeyError:
+        raise ConfinementError("this episode is closed") from None
+
+
+def _job_episode_call(handle: int, tool: str, args: Any) -> dict[str, Any]:
+    step = _episode(handle).call(tool, args)
+    return {"ok": step.ok, "result": step.result if step.ok else None, "error": step.error,
+            "latency_us": step.latency_us, "result_json": step.result_json}
+
+
+def _job_episode_verify(handle: int, answer: Any, explain: bool) -> dict[str, Any]:
+    return _episode(handle).verify(answer, explain).model_dump(mode="json")
+
+
+def _job_episode_diff(handle: int, canonical: bool) -> Any:
+    return _episode(handle).diff(canonical)
+
+
+def _job_episode_close(handle: int) -> None:
+    ep = _EPISODES.pop(handle, None)
+    if ep is not None:
+        ep.close()
+
+
+def _job_rollouts(world: str, cfg: dict[str, Any], task_ids: list[str] | None) -> list[dict[str, Any]]:
+    from worldfactory.rollouts import RolloutConfig, run_rollouts
+
+    return [r.model_dump(mode="json") for r in run_rollouts(_world(world), RolloutConfig(**cfg), task_ids)]
+
+
+def _job_probes(files: dict[str, bytes]) -> dict[str, Any]:
+    from worldfactory.runtime.world import World
+    from worldfactory.sandbox import run_probes
+
+    return run_probes(World(files))
+
+
+def _job_ping() -> str:
+    return "pong"
+
+
+JOBS = {"stage": _job_stage, "open_world": _job_open_world, "episode_open": _job_episode_open,
+        "episode_call": _job_episode_call, "episode_verify": _job_episode_verify,
+        "episode_diff": _job_episode_diff, "episode_close": _job_episode_close, "rollouts": _job_rollouts,
+        "probes": _job_probes, "ping": _job_ping}
+
+
+class RemoteEpisode:
+    """An episode that lives in the confined worker; calls, verdicts and diffs come back as data."""
+
+    def __init__(self, world: RemoteWorld, task_id: str | None) -> None:
+        self.world = world
+        self.task = world.tasks[task_id] if task_id else None
+        self.trace: list[Any] = []
+        self._handle = world._worker.request("episode_open", world=world._key, task_id=task_id)
+        self.closed = False
+
+    def call(self, tool: str, args: dict[str, Any] | None = None) -> Any:
+        from worldfactory.runtime.episode import Step
+
+        args = {} if args is None else args
+        out = self.world._worker.request("episode_call", handle=self._handle, tool=tool, args=args)
+        step = Step(ok=bool(out["ok"]), result=out["result"], error=out["error"], index=len(self.trace), tool=tool,
+                    args=args if isinstance(args, dict) else {"_": args}, latency_us=float(out["latency_us"]))
+        step._result_json = str(out["result_json"])
+        self.trace.append(step)
+        return step
+
+    def verify(self, answer: Any = None, explain: bool = True) -> Any:
+        from worldfactory.runtime.episode import Verdict
+
+        return Verdict.model_validate(self.world._worker.request("episode_verify", handle=self._handle,
+                                                                 answer=answer, explain=explain))
+
+    def diff(self, canonical: bool = True) -> dict[str, Any]:
+        return self.world._worker.request("episode_diff", handle=self._handle, canonical=canonical)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.world._worker.request("episode_close", handle=self._handle)
+
+    def __enter__(self) -> RemoteEpisode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def remote_world_class() -> type:
+    from worldfactory.runtime.world import World
+
+    class RemoteWorld(World):
+        """A world's data here (tasks, manifests, verifiers); its tool code only in the confined worker."""
+
+        def __init__(self, files: dict[str, bytes], path: Path | None = None, static: bool = True) -> None:
+            super().__init__(files, path, code=False)
+            self._worker = worker()
+            self._key = self._worker.request("open_world", files=files, static=static)
+
+        def episode(self, task_id: str | None = None) -> RemoteEpisode:  # type: ignore[override]
+            if task_id:
+                self.task(task_id)
+            return RemoteEpisode(self, task_id)
+
+        def run_rollouts(self, cfg: Any, task_ids: list[str] | None = None) -> list[Any]:
+            from worldfactory.rollouts import Rollout
+
+            rows = self._worker.request("rollouts", world=self._key, cfg=cfg.model_dump(), task_ids=task_ids)
+            return [Rollout.model_validate(r) for r in rows]
+
+    return RemoteWorld
+
+
+RemoteWorld: Any = None
+
+
+def load_world(files: dict[str, bytes], path: Path | None = None, static: bool = True) -> Any:
+    """A World whose generated code runs confined: a stand-in for the worker's copy, or the World itself."""
+    global RemoteWorld
+    if confined_here():
+        if RemoteWorld is None:
+            RemoteWorld = remote_world_class()
+        return RemoteWorld(files, path, static=static)
+    from worldfactory.runtime.world import World
+
+    return World(files, path, static=static)
+
+
+def open_world(path: str | Path, verify: bool = True, static: bool = True) -> Any:
+    """World.open's checks (world.json, every file hash unless verify=False), then load_world."""
+    from worldfactory.runtime.world import read_bundle
+
+    root = Path(path)
+    return load_world(read_bundle(root, verify), root, static=static)
+
+
+def run_rollouts(world: Any, cfg: Any, task_ids: list[str] | None = None, on_done: Any = None) -> list[Any]:
+    """Rollouts of a loaded world: synthetic policies as one job in the worker, a model's from here."""
+    from worldfactory import rollouts
+
+    if getattr(world, "run_rollouts", None) is not None and cfg.policy != "openai":
+        out = world.run_rollouts(cfg, task_ids)
+        if on_done is not None:
+            for r in out:
+                on_done(r)
+        return out
+    return rollouts.run_rollouts(world, cfg, task_ids, on_done)
+
+
+# --- serve: the whole server process re-executed under the boundary ----------------------------------
+
+SERVE_MODULES = ("worldfactory.runtime.mcp_server", "mcp.server.stdio", "uvicorn", "uvicorn.main",
+                 "uvicorn.loops.auto", "uvicorn.loops.asyncio", "uvicorn.protocols.http.auto",
+                 "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl",
+                 "uvicorn.protocols.websockets.auto", "uvicorn.lifespan.on", "uvicorn.lifespan.off",
+                 "starlette.routing", "anyio._backends._asyncio", "sse_starlette", "worldfactory.sandbox")
+
+def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = ()) -> int:
+    """Run `python -m worldfactory.cli ARGV` under bubblewrap; stdio passes through. Returns its exit code."""
+    cmd = [*bwrap_argv(), sys.executable, "-I", "-B", "-m", "worldfactory.cli", *argv]
+    proc = subprocess.Popen(cmd, preexec_fn=limits, pass_fds=pass_fds)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait()
+
+
+# --- the worker's main loop --------------------------------------------------------------------------
+
+def _serve_jobs() -> None:
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray prints go to stderr, never into the protocol
+    sys.stdout = sys.stderr
+    inp = sys.stdin.buffer
+    harden(preload=("worldfactory.build.stages", "worldfactory.build.validity", "worldfactory.rollouts",
+                    "worldfactory.policies.synthetic", "worldfactory.runtime.episode", "worldfactory.catalog",
+                    "worldfactory.sandbox", "pyarrow.parquet"))
+    send(out, "ready")
+    while True:
+        try:
+            msg = receive(inp)
+        except EOFError:
+            return
+        cpu0 = time.process_time()
+        soft = int(cpu0) + JOB_CPU_SECONDS
+        resource.setrlimit(resource.RLIMIT_CPU, (min(soft, CPU_HARD_SECONDS), CPU_HARD_SECONDS))
+        try:
+            result = JOBS[msg["job"]](**msg["args"])
+            reply = {"ok": True, "result": result}
+        except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
+            if os.environ.get("WORLDFACTORY_DEBUG"):
+                import traceback
+
+                traceback.print_exc()
+            reply = {"ok": False, "type": type(exc).__name__, "message": str(exc)[:8000]}
+        reply["cpu"] = round(time.process_time() - cpu0, 6)
+        try:
+            send(out, reply)
+        except (TypeError, ValueError) as exc:
+            send(out, {"ok": False, "type": "ConfinementError", "message": f"unsendable result: {exc}"[:2000],
+                       "cpu": reply["cpu"]})
+
+
+if __name__ == "__main__":
+    if os.environ.get(ENV_INSIDE) != "1":
+        sys.exit("worldfactory.confine is the confined worker; it runs under bubblewrap only")
+    from worldfactory import confine as _module  # the importable module, not __main__: its state is the one used
+
+    _module._serve_jobs()
