@@ -115,7 +115,8 @@ def _column_sql(col: ColumnDef) -> str:
     if col.type == "boolean":
         checks.append(f"{col.name} IN (0, 1)")
     if col.type == "date":
-        checks.append(f"{col.name} IS date({col.name})")  # '=' would pass when date() is NULL (not a date)
+        # a real calendar date: date() is NULL for 9999-99-99 ('=' would pass), '+0 days' turns 02-30 into 03-02
+        checks.append(f"{col.name} IS date({col.name}, '+0 days')")
     if col.minimum is not None:
         checks.append(f"{col.name} >= {col.minimum:g}")
     if col.maximum is not None:

@@ -72,6 +72,18 @@ class Session:
         finally:
             self.gate.harness = False
 
+    def intact(self) -> bool:
+        """Whether the gate still guards the connection: a statement tools may never run is refused.
+
+        Generated code can only remove the gate by reaching the connection, which the static check
+        forbids; this catches it if it ever does, so the episode is not graded and the connection not reused.
+        """
+        try:
+            self.conn.execute("PRAGMA user_version")
+        except sqlite3.DatabaseError:
+            return True
+        return False
+
     def run(self, sql: str) -> None:
         """Harness SQL, tagged (see Gate). Hot: it brackets every tool call."""
         self.gate.harness = True
@@ -99,6 +111,8 @@ class ConnectionPool:
         try:
             if session.conn.in_transaction:
                 session.run("ROLLBACK")
+            if not session.intact():
+                raise sqlite3.DatabaseError("the gate was removed")
         except sqlite3.Error:
             session.conn.close()
             return

@@ -225,6 +225,8 @@ class Episode:
         gold = self.world.verifiers.get("tasks", {}).get(self.task.task_id)
         if gold is None:
             raise ValueError(f"no verifier for task {self.task.task_id}; rebuild the world")
+        if not self._session.intact():
+            raise PermissionError("this episode's database guard was removed by tool code; it cannot be graded")
         got = self.diff(canonical=False)
         same = same_diff(gold["diff"], got, self.world.gold_bags(self.task.task_id))
         mismatches = [] if same else compare(gold["diff"], got) if explain else [
