@@ -29,10 +29,18 @@ from worldfactory.catalog import remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
 
+# The daemon marks runs whose worker died (a kill mid-build) as failed, instead of STARTED forever.
+RUN_MONITORING = """run_monitoring:
+  enabled: true
+  start_timeout_seconds: 180
+  cancel_timeout_seconds: 180
+  max_resume_run_attempts: 0
+  poll_interval_seconds: 30
+"""
 INSTANCE_YAML = """# Written by `worldfactory` on first use: local SQLite storage under this folder.
 telemetry:
   enabled: false
-"""
+""" + RUN_MONITORING
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 
 
@@ -52,6 +60,8 @@ def dagster_home() -> Path:
     cfg = home / "dagster.yaml"
     if not cfg.exists():
         cfg.write_text(INSTANCE_YAML)
+    elif "run_monitoring:" not in cfg.read_text():  # an instance written before run monitoring was on
+        cfg.write_text(cfg.read_text().rstrip("\n") + "\n" + RUN_MONITORING)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

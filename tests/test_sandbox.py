@@ -372,3 +372,19 @@ def test_worker_boundary() -> None:
     out = confine.run_job("ping")
     assert out == "pong"
     assert confine.worker().alive()
+
+
+def test_catalog_rows_come_back_and_staging_is_cleaned(worlds_dir: Path) -> None:
+    """A kill right after publishing lost the catalog rows: the next (cached) build writes them again."""
+    root = worlds_dir.parent
+    part = root / "catalog" / "worlds" / f"world_id={WID}"
+    tasks = root / "catalog" / "tasks" / f"world_id={WID}"
+    before = sorted(p.read_bytes() for p in part.glob("*.parquet"))
+    shutil.rmtree(part)
+    shutil.rmtree(tasks)
+    leftover = worlds_dir / f".staging-{WID}-999999999"
+    leftover.mkdir()
+    result = build_world(WID, root)
+    assert result.skipped
+    assert part.is_dir() and tasks.is_dir() and not leftover.exists()
+    assert sorted(p.read_bytes() for p in part.glob("*.parquet")) == before

@@ -54,6 +54,43 @@ def is_up_to_date(dest: Path, inputs: str) -> bool:
         return False
 
 
+def clean_staging(worlds: Path) -> list[Path]:
+    """Remove the staging folders of builds whose process is gone (killed mid-publish)."""
+    removed = []
+    for folder in worlds.glob(".staging-*") if worlds.is_dir() else []:
+        try:
+            pid = int(folder.name.rsplit("-", 1)[1])
+            os.kill(pid, 0)
+            continue  # its build is still running
+        except (ValueError, IndexError, ProcessLookupError):
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def ensure_catalog_rows(data_root: Path, dest: Path) -> bool:
+    """A published world's `worlds` and `tasks` rows, written again if a kill after publishing lost them."""
+    import hashlib
+
+    from worldfactory.catalog import write_world_rows
+    from worldfactory.runtime.world import World, read_bundle
+
+    part = data_root / "catalog" / "worlds" / f"world_id={dest.name}" / "part-0.parquet"
+    digest = hashlib.sha256((dest / "world.json").read_bytes()).hexdigest()
+    if part.is_file() and (data_root / "catalog" / "tasks" / f"world_id={dest.name}").is_dir():
+        import pyarrow.parquet as pq
+
+        if pq.read_table(part, columns=["world_json_sha256"]).column(0).to_pylist() == [digest]:
+            return False
+    files = read_bundle(dest)
+    world = World(files, dest, code=False)  # data only: no tool code runs here
+    write_world_rows(data_root / "catalog", world.manifest, list(world.tasks.values()), str(dest))
+    return True
+
+
 def up_to_date_result(world_id: str, dest: Path, started: float) -> BuildResult:
     manifest = json.loads((dest / "world.json").read_text())
     return BuildResult(world_id=world_id, path=str(dest), skipped=True, counts=manifest["counts"],
@@ -70,7 +107,9 @@ def build_world(world_id: str, root: Path | str = "data", templates: TemplateSet
     briefs = briefs_dir if briefs_dir is not None else data_root / "briefs"
     dest = data_root / "worlds" / world_id
     inputs = inputs_fingerprint(ts, world_id, briefs)
+    clean_staging(data_root / "worlds")
     if not force and is_up_to_date(dest, inputs):
+        ensure_catalog_rows(data_root, dest)
         return up_to_date_result(world_id, dest, started)
     say = progress or (lambda _stage: None)
     work_path = data_root / "build" / f".engine-{world_id}-{os.getpid()}"
