@@ -269,6 +269,12 @@ def receive(stream: Any) -> Any:
 
 # --- the parent side ---------------------------------------------------------------------------------
 
+# The confined process imports this very engine (the folder above this package), whatever is installed.
+ENGINE_ROOT = str(Path(__file__).resolve().parent.parent)
+BOOT_WORKER = "import sys; sys.path.insert(0, sys.argv[1]); from worldfactory import confine; confine.main()"
+BOOT_CLI = ("import sys; sys.path.insert(0, sys.argv[1]); from worldfactory.cli import main; "
+            "sys.exit(main(sys.argv[2:]))")
+
 KNOWN_ERRORS = ("StageError", "VerifierError", "RolloutError", "SandboxError", "WorldError", "TemplateError",
                 "ValueError", "RuntimeError", "KeyError", "PermissionError", "MemoryError")
 
@@ -297,7 +303,7 @@ class Worker:
     """The confined child and its pipes; one request at a time."""
 
     def __init__(self) -> None:
-        argv = [*bwrap_argv(), sys.executable, "-I", "-B", "-m", "worldfactory.confine"]
+        argv = [*bwrap_argv(), sys.executable, "-I", "-B", "-c", BOOT_WORKER, ENGINE_ROOT]
         self.started = time.perf_counter()
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=limits, close_fds=True)
@@ -547,10 +553,19 @@ def _job_ping() -> str:
     return "pong"
 
 
+def _job_time_calls(world: str, tool: str, args: dict[str, Any], n: int) -> float:
+    """Microseconds per call of one tool inside the worker (bench/sandbox_bench.py)."""
+    with _world(world).episode() as ep:
+        started = time.perf_counter()
+        for _ in range(n):
+            ep.call(tool, args)
+        return (time.perf_counter() - started) / n * 1e6
+
+
 JOBS = {"stage": _job_stage, "open_world": _job_open_world, "episode_open": _job_episode_open,
         "episode_call": _job_episode_call, "episode_verify": _job_episode_verify,
         "episode_diff": _job_episode_diff, "episode_close": _job_episode_close, "rollouts": _job_rollouts,
-        "probes": _job_probes, "ping": _job_ping}
+        "probes": _job_probes, "ping": _job_ping, "time_calls": _job_time_calls}
 
 
 class RemoteEpisode:
@@ -666,7 +681,7 @@ SERVE_MODULES = ("worldfactory.runtime.mcp_server", "mcp.server.stdio", "uvicorn
 
 def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = ()) -> int:
     """Run `python -m worldfactory.cli ARGV` under bubblewrap; stdio passes through. Returns its exit code."""
-    cmd = [*bwrap_argv(), sys.executable, "-I", "-B", "-m", "worldfactory.cli", *argv]
+    cmd = [*bwrap_argv(), sys.executable, "-I", "-B", "-c", BOOT_CLI, ENGINE_ROOT, *argv]
     proc = subprocess.Popen(cmd, preexec_fn=limits, pass_fds=pass_fds)
     try:
         return proc.wait()
@@ -711,9 +726,7 @@ def _serve_jobs() -> None:
                        "cpu": reply["cpu"]})
 
 
-if __name__ == "__main__":
+def main() -> None:
     if os.environ.get(ENV_INSIDE) != "1":
         sys.exit("worldfactory.confine is the confined worker; it runs under bubblewrap only")
-    from worldfactory import confine as _module  # the importable module, not __main__: its state is the one used
-
-    _module._serve_jobs()
+    _serve_jobs()
