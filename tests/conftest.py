@@ -1,7 +1,9 @@
-"""Shared fixtures: the three example worlds, built once per test session into a temp folder."""
+"""Shared fixtures: the three example worlds, built once per test session into a temp folder, and a
+small template set for tests of the pipeline's mechanics."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -27,6 +29,24 @@ def worlds_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def worlds(worlds_dir: Path) -> dict[str, World]:
     return {wid: World.open(worlds_dir / wid) for wid in EXAMPLES}
+
+
+def small_templates_at(dest: Path) -> Path:
+    """tests/small_templates (two one-table domains at a third of the scale) with the project's shared
+    modules and vocabulary: a world builds in about two seconds. For sensor, corruption, delete,
+    parallel and end-to-end tests, where the pipeline's mechanics matter and not the world's size."""
+    shutil.copytree(ROOT / "tests" / "small_templates", dest)
+    shutil.copytree(ROOT / "world_templates" / "modules", dest / "modules")
+    shutil.copy(ROOT / "world_templates" / "vocabulary.yaml", dest / "vocabulary.yaml")
+    return dest
+
+
+@pytest.fixture(scope="session")
+def small_templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_templates_at(tmp_path_factory.mktemp("small") / "templates")
+
+
+SMALL = ["help-desk.small--v001", "field-service.small--v001"]
 
 
 @pytest.fixture(params=EXAMPLES)

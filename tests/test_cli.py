@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
 from pathlib import Path
 
-from tests.conftest import PYTHON
+from tests.conftest import PYTHON, SMALL
 from worldfactory.templates import load_templates
 
-WORLD = "commerce-operations.startup--v001"
+WORLD = SMALL[1]  # a world of the small template set: the CLI's mechanics, built in seconds
 
 
-def wf(*args: str, data: Path | None = None) -> subprocess.CompletedProcess[str]:
+def wf(*args: str, data: Path | None = None, templates: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
+    if templates is not None:
+        env["WORLDFACTORY_TEMPLATES"] = str(templates)
     if data is not None:
         env["WORLDFACTORY_DATA"] = str(data)
         env["DAGSTER_HOME"] = str(data.parent / f"{data.name}-dagster-home")
@@ -32,25 +35,26 @@ def test_seeds() -> None:
     assert "litigation-firm" in wf("seeds").stdout
 
 
-def test_build_show_run(tmp_path: Path) -> None:
-    r = wf("build", WORLD, data=tmp_path)
+def test_build_show_run(tmp_path: Path, small_templates: Path) -> None:
+    run = functools.partial(wf, templates=small_templates)
+    r = run("build", WORLD, data=tmp_path)
     assert r.returncode == 0, r.stderr
     assert WORLD in r.stdout and "cached" not in r.stdout.split("oracle:")[0]
     assert (tmp_path / "worlds" / WORLD / "world.json").is_file()
-    again = wf("build", WORLD, "--json", data=tmp_path)
+    again = run("build", WORLD, "--json", data=tmp_path)
     assert again.returncode == 0 and json.loads(again.stdout)[0]["skipped"] is True
 
-    show = wf("show", WORLD, "--json", data=tmp_path)
+    show = run("show", WORLD, "--json", data=tmp_path)
     manifest = json.loads(show.stdout)
     assert manifest["world_id"] == WORLD and manifest["counts"]["tools"] >= 37
-    assert "task families" in wf("show", WORLD, data=tmp_path).stdout
+    assert "task families" in run("show", WORLD, data=tmp_path).stdout
 
     task_id = "bulk-001"
-    ok = json.loads(wf("run", WORLD, task_id, "--policy", "oracle", "--json", data=tmp_path).stdout)
+    ok = json.loads(run("run", WORLD, task_id, "--policy", "oracle", "--json", data=tmp_path).stdout)
     assert ok["passed"] is True and ok["reward"] == 1 and ok["steps"] >= 3 and ok["mismatches"] == []
-    bad = json.loads(wf("run", str(tmp_path / "worlds" / WORLD), task_id, "--policy", "null", "--json").stdout)
+    bad = json.loads(run("run", str(tmp_path / "worlds" / WORLD), task_id, "--policy", "null", "--json").stdout)
     assert bad["passed"] is False and bad["reward"] == 0 and bad["steps"] == 0 and bad["mismatches"]
-    text = wf("run", WORLD, task_id, data=tmp_path).stdout
+    text = run("run", WORLD, task_id, data=tmp_path).stdout
     assert "PASSED" in text
 
 
@@ -83,3 +87,4 @@ def test_brief_file_builds_its_own_world(tmp_path: Path) -> None:
     missing = wf("build", "brief.nowhere--v001", "--no-dagster", data=tmp_path)
     assert missing.returncode == 2 and "nowhere.yaml: no such brief file" in missing.stderr
     assert sorted(p.name for p in (tmp_path / "worlds").iterdir()) == ["brief.harbor-mutual--v001"]
+

@@ -20,7 +20,7 @@ from pipelines.automation import world_registry_sensor
 from pipelines.definitions import make_definitions
 from pipelines.runner import root_cause
 from resources.world_store import WorldStore
-from tests.conftest import EXAMPLES, PYTHON, ROOT
+from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL, small_templates_at
 from worldfactory.build.stages import STAGES
 from worldfactory.registry import mark_deleted
 
@@ -130,8 +130,10 @@ def test_catalogs_are_parquet_that_duckdb_reads(built: dict) -> None:
     assert mat.metadata["tasks/rows"].value == n_tasks and mat.metadata["worlds/worlds"].value == 2
 
 
-def wf(*args: str, data: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def wf(*args: str, data: Path, home: Path, templates: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, WORLDFACTORY_DATA=str(data), DAGSTER_HOME=str(home))
+    if templates is not None:
+        env["WORLDFACTORY_TEMPLATES"] = str(templates)
     return subprocess.run([PYTHON, "-m", "worldfactory.cli", *args], capture_output=True, text=True, env=env,
                           timeout=300)
 
@@ -151,13 +153,12 @@ def test_query_cli_answers(built: dict) -> None:
 
 
 def test_corrupted_template_fails_its_check_and_stops_that_world_only(tmp_path: Path) -> None:
-    templates = tmp_path / "templates"
-    shutil.copytree(ROOT / "world_templates", templates)
-    pack = templates / "domains" / "insurance-claims.yaml"
-    pack.write_text(pack.read_text().replace("  - name: repair_vendors\n", (
+    templates = small_templates_at(tmp_path / "templates")
+    pack = templates / "domains" / "help-desk.yaml"
+    pack.write_text(pack.read_text().replace("  - name: requests\n", (
         "  - name: orphan_ledger\n    singular: orphan entry\n    label: memo\n    rows: 5\n    columns:\n"
-        "      - {name: memo, gen: company_name}\n  - name: repair_vendors\n"), 1))
-    broken, fine = "insurance-claims.regional--v001", "litigation-firm.national--v001"
+        "      - {name: memo, gen: company_name}\n  - name: requests\n"), 1))
+    broken, fine = SMALL
     store = WorldStore(root=str(tmp_path / "data"), templates_root=str(templates))
     defs = make_definitions(store)
     with dg.instance_for_test() as instance:
@@ -284,11 +285,11 @@ def test_nightly_skips_current_worlds_and_rebuilds_only_a_changed_domain(built: 
     assert skipped == {s.name for s in STAGES[1:]}
 
 
-def test_cli_build_registers_and_delete_removes(tmp_path: Path) -> None:
+def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates: Path) -> None:
     """Two worlds with --jobs 2: one run each, in two worker processes, on the same instance."""
     data, home = tmp_path / "data", tmp_path / "home"
-    wid, other = EXAMPLES[2], EXAMPLES[2].replace("--v001", "--v002")
-    r = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home)
+    wid, other = SMALL
+    r = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home, templates=small_templates)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["world_id"] for row in rows] == [wid, other]
@@ -308,12 +309,12 @@ def test_cli_build_registers_and_delete_removes(tmp_path: Path) -> None:
     assert (data / "catalog.duckdb").is_file()
     con = duckdb.connect(str(data / "catalog.duckdb"), read_only=True)
     try:
-        assert sorted(w for (w,) in con.execute("SELECT world_id FROM worlds").fetchall()) == [wid, other]
+        assert sorted(w for (w,) in con.execute("SELECT world_id FROM worlds").fetchall()) == sorted([wid, other])
     finally:
         con.close()
-    again = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home)
+    again = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home, templates=small_templates)
     assert again.returncode == 0 and [row["skipped"] for row in json.loads(again.stdout)] == [True, True]
-    gone = wf("delete", wid, data=data, home=home)
+    gone = wf("delete", wid, data=data, home=home, templates=small_templates)
     assert gone.returncode == 0, gone.stderr
     assert f"worlds/{wid}" in gone.stdout and "Dagster partition" in gone.stdout and f"world_id={wid}" in gone.stdout
     assert not (data / "worlds" / wid).exists() and not list((data / "catalog").glob(f"*/world_id={wid}"))

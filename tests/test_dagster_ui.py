@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,9 +12,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import EXAMPLES, PYTHON, ROOT
+from tests.conftest import PYTHON, ROOT, SMALL, small_templates_at
 from worldfactory.build.stages import STAGES
 
+WORLDS = [*SMALL, SMALL[0].replace("--v001", "--v002")]
 REPO = {"repositoryLocationName": "worldfactory", "repositoryName": "__repository__"}
 
 
@@ -54,7 +54,7 @@ def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
     home, data, templates = tmp_path / "home", tmp_path / "data", tmp_path / "templates"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    shutil.copytree(ROOT / "world_templates", templates)
+    small_templates_at(templates)  # the pipeline's mechanics, on worlds that build in seconds
     (templates / "registry.yaml").write_text("seed_types: []\nvariants: 0\n")  # the sensor adds nothing here
     port = free_port()
     env = dict(os.environ, DAGSTER_HOME=str(home), WORLDFACTORY_DATA=str(data),
@@ -65,7 +65,7 @@ def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
                             start_new_session=True)
     try:
         wait_until_up(port, proc, time.monotonic() + 180)
-        for wid in EXAMPLES:
+        for wid in WORLDS:
             added = graphql(port, """
                 mutation($repo: RepositorySelector!, $key: String!) {
                   addDynamicPartition(repositorySelector: $repo, partitionsDefName: "world", partitionKey: $key) {
@@ -75,7 +75,7 @@ def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
             mutation($params: LaunchBackfillParams!) {
               launchPartitionBackfill(backfillParams: $params) {
                 __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
-            {"params": {"partitionNames": EXAMPLES, "assetSelection": [{"path": [s.name]} for s in STAGES]}})
+            {"params": {"partitionNames": WORLDS, "assetSelection": [{"path": [s.name]} for s in STAGES]}})
         result = launched["launchPartitionBackfill"]
         assert result["__typename"] == "LaunchBackfillSuccess", result
         backfill_id = result["backfillId"]
@@ -94,8 +94,8 @@ def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
             { assetNodeOrError(assetKey: {path: ["world_bundle"]}) { ... on AssetNode {
                 assetPartitionStatuses { ... on DefaultPartitionStatuses { materializedPartitions } } } } }""")
         done = node["assetNodeOrError"]["assetPartitionStatuses"]["materializedPartitions"]
-        assert sorted(done) == sorted(EXAMPLES)
-        for wid in EXAMPLES:
+        assert sorted(done) == sorted(WORLDS)
+        for wid in WORLDS:
             assert (data / "worlds" / wid / "world.json").is_file()
     finally:
         stop_group(proc)

@@ -8,15 +8,29 @@ from worldfactory.runtime.world import World
 from worldfactory.spec import ToolCall
 
 
-def test_every_oracle_passes_and_null_fails(world: World) -> None:
+def test_dropping_any_last_write_fails_every_task(world: World) -> None:
+    """A planted fault in every task: its oracle without the last write must fail (the full oracle,
+    the baseline, passes; doing nothing fails)."""
     assert len(world.tasks) >= 50
-    for task_id in world.tasks:
-        oracle = run_policy(world, task_id, "oracle")
-        assert oracle.verdict.passed, (task_id, oracle.verdict.mismatches[:3])
-        assert oracle.verdict.reward == 1.0
+    dropped = 0
+    for task_id, task in world.tasks.items():
+        writes = [i for i, c in enumerate(task.oracle)
+                  if not world.tools_by_name[c.tool]["annotations"]["read_only_hint"]]
+        with world.episode(task_id) as ep:
+            for call in task.oracle:
+                ep.call(call.tool, call.args)
+            assert ep.verify(task.answer).passed, task_id
+        if writes:
+            plan = task.oracle[:writes[-1]] + task.oracle[writes[-1] + 1:]
+            with world.episode(task_id) as ep:
+                for call in plan:
+                    ep.call(call.tool, call.args)
+                verdict = ep.verify(task.answer)
+            assert not verdict.passed and verdict.reward == 0.0 and verdict.mismatches, task_id
+            dropped += 1
         null = run_policy(world, task_id, "null")
-        assert not null.verdict.passed, task_id
-        assert null.verdict.reward == 0.0 and null.verdict.mismatches
+        assert not null.verdict.passed and null.verdict.mismatches, task_id
+    assert dropped >= 0.7 * len(world.tasks)  # retrieval and decline tasks write nothing
 
 
 def test_families_present(world: World) -> None:

@@ -10,12 +10,29 @@ from worldfactory.runtime.world import World
 from worldfactory.sandbox import run_probes
 
 
-def test_probes_in_process(world: World) -> None:
-    report = run_probes(world)
-    assert report["failures"] == []
+def test_probes_catch_a_tool_that_lost_its_rule_or_state_check(world: World) -> None:
+    """Planted in tools.py: one tool without a probed business-rule guard, another without its state
+    check. The probe run (the tools stage's proof) must name both; the generated code as built passes."""
+    source = world.files["tools.py"].decode()
+    lines = source.splitlines(keepends=True)
+    expects = {t["name"]: [b["expect"] for b in t["examples"]["invalid"]] for t in world.tool_manifest}
+
+    def tool_of(i: int) -> str:
+        return next(line.split("def ", 1)[1].split("(", 1)[0] for line in reversed(lines[:i])
+                    if line.startswith("def "))
+
+    planted: dict[int, str] = {}
+    for marker in ("db.guard(", "db.require_state("):
+        i = next(i for i, line in enumerate(lines) if marker in line and i not in planted
+                 and (marker != "db.guard(" or any(e in line for e in expects[tool_of(i)])))
+        planted[i] = tool_of(i)
+    broken = "".join(line for i, line in enumerate(lines) if i not in planted)
+    report = run_probes(World({**world.files, "tools.py": broken.encode()}))
+    named = {f.split(":", 1)[0] for f in report["failures"]}
+    assert set(planted.values()) <= named, report["failures"][:5]
     with_valid = sum(1 for t in world.tool_manifest if t["examples"]["valid"] is not None)
     assert with_valid >= 0.9 * len(world.tool_manifest)
-    assert report["calls"] >= 3 * len(world.tool_manifest)
+    assert run_probes(world)["failures"] == []
 
 
 def test_invalid_calls_over_mcp_are_errors_and_change_nothing(world: World) -> None:

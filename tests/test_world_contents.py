@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
+import pytest
+
 from worldfactory.build.data import check_seed
 from worldfactory.runtime.world import World
 
@@ -24,27 +26,31 @@ def test_sizes_and_manifest(world: World) -> None:
     assert m["counts"]["tools"] == len(world.tool_manifest) == len(m["tools"])
 
 
-def test_file_hashes_match(world: World) -> None:
-    import hashlib
-
-    for name, digest in world.manifest["files"].items():
-        assert hashlib.sha256(world.files[name]).hexdigest() == digest, name
-
-
-def test_seed_integrity(world: World) -> None:
+def test_every_table_has_a_key(world: World) -> None:
     conn = sqlite3.connect(":memory:")
     conn.deserialize(world.seed_image)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
     tables = conn.execute("SELECT count(*) FROM sqlite_schema WHERE type='table'").fetchone()[0]
     assert tables == world.manifest["counts"]["tables"]
-    # every table has a primary key, and most carry foreign keys
     for (name,) in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'").fetchall():
         cols = conn.execute(f"PRAGMA table_info({name})").fetchall()
         assert any(c[5] == 1 for c in cols), f"{name} has no primary key"
-    report = check_seed(world.spec, world.seed_image)  # CHECKs re-asserted, invariants hold
-    assert report["rows"] == world.manifest["counts"]["rows"]
-    assert report["invariants"] >= 2
+
+
+def test_a_dangling_key_or_a_forced_bad_value_fails_the_seed_proof(world: World) -> None:
+    """Planted in copies of the seed: a reference to no row, then a state outside its CHECK (written
+    with CHECKs switched off, as a buggy generator could); the seed proof names each."""
+    table = next(t for t in world.spec.tables if t.workflow and any(c.ref for c in t.columns))
+    ref = next(c for c in table.columns if c.ref)
+    for sql, expected in ((f"UPDATE {table.name} SET {ref.name} = 999999 WHERE id = 1", "foreign_key_check"),
+                          (f"UPDATE {table.name} SET {table.workflow.column} = 'no-such-state' WHERE id = 1",
+                           "CHECK constraint")):
+        conn = sqlite3.connect(":memory:", isolation_level=None)  # autocommit: serialize sees the change
+        conn.deserialize(world.seed_image)
+        conn.execute("PRAGMA ignore_check_constraints = ON")
+        conn.execute(sql)
+        with pytest.raises(ValueError, match=expected):
+            check_seed(world.spec, conn.serialize())
+    assert check_seed(world.spec, world.seed_image)["invariants"] >= 2  # the untouched seed passes
 
 
 def test_checks_reject_bad_rows(world: World) -> None:
