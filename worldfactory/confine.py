@@ -339,15 +339,18 @@ class Worker:
 
     def request(self, job: str, **args: Any) -> Any:
         with self.lock:
-            timer = threading.Timer(JOB_WALL_SECONDS, self.proc.kill)
-            timer.start()
+            # a whole job gets a wall-clock limit; a single episode step relies on the worker's CPU limit
+            timer = threading.Timer(JOB_WALL_SECONDS, self.proc.kill) if not job.startswith("episode_") else None
+            if timer is not None:
+                timer.start()
             try:
                 send(self.proc.stdin, {"job": job, "args": args})
                 reply = self._read()
             except BrokenPipeError:
                 raise ConfinementError(f"the confined worker stopped: {self.stderr_tail()}") from None
             finally:
-                timer.cancel()
+                if timer is not None:
+                    timer.cancel()
         if not isinstance(reply, dict):
             raise ConfinementError("the confined worker sent a malformed reply")
         self.cpu += float(reply.get("cpu", 0.0) or 0.0)
