@@ -1,0 +1,42 @@
+"""Tasks with oracle plans, generated from the spec and the seed data.
+
+Families come from the spec, not from per-domain lists, so every domain pack gets them:
+- lookup_act: find a record as a person names it, then act on it (transition or update);
+- conditional: check a business rule, then take one of two actions;
+- bulk: act on every record of one parent that is in one state;
+- sweep: act on every record in a state (48 to 500 calls; filed as bulk);
+- year_end: one close-out of 1,000 calls or more (filed as bulk);
+- workflow: create and link records around an anchor record, then notify a contact;
+- retrieval: answer a question exactly (count, sum, field, list);
+- decline: a request a business rule forbids; nothing may change and the answer names the rule.
+Each family is one module that declares its candidates, its phrases and its plan (see driver.py
+for what it declares); builder.py holds the shared context and candidate enumeration, words.py
+the shared words. Instructions name records by their human label (names, numbers), never
+internal ids. When a validator is given (the tasks stage passes one that replays the oracle), a
+task whose oracle does not run cleanly is never added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from worldfactory.spec import Task, WorldSpec
+
+from . import bulk, conditional, decline, lookup_act, retrieval, sweep, workflow, year_end
+from .builder import TaskBuilder
+from .driver import run_family
+
+# The order families run in: each draws from the one seeded stream, so this order is part of the bytes.
+FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval, decline)
+
+
+def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes,
+                   validate: Callable[[Task], bool] | None = None) -> list[Task]:
+    """All tasks of a world, deterministic for its seed."""
+    builder = TaskBuilder(spec, tool_names, seed_image, validate)
+    try:
+        for family in FAMILIES:
+            run_family(builder, family)
+    finally:
+        builder.close()
+    return builder.tasks

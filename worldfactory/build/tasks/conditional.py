@@ -1,0 +1,61 @@
+"""conditional: check a business rule on a record, then take one of two actions (the transition
+the rule guards, or its ``otherwise``), and email a contact about the decision."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worldfactory.spec import ToolCall
+
+from ..workflow import guards_hold, id_param, render_verb
+from .builder import TaskBuilder
+from .driver import Plan, Pools
+from .words import cap
+
+FAMILY = "conditional"
+QUOTA = 16
+TRIES = 3
+PHRASES = [
+    "Check {obj}: if {says}, {a}; otherwise {b}.",
+    "Handle {obj}. If {says}, {a}. If not, {b}.",
+    "Review {obj} against our rules: when {says}, {a}; when it is not, {b}.",
+]
+
+
+def candidates(b: TaskBuilder) -> Pools:
+    """Per rule-guarded transition with an alternative: a pool of rows that pass, one of rows that fail."""
+    pools: list[list[Any]] = []
+    by_name = {tr.name: (t, tr) for t, tr in b.transitions()}
+    for table, tr in b.transitions():
+        if not tr.otherwise or tr.otherwise not in by_name:
+            continue
+        if not any(g.rule for g in tr.guards):
+            continue
+        _, alt = by_name[tr.otherwise]
+        states = [s for s in tr.from_ if s in alt.from_]
+        yes, no = [], []
+        for row, args in b.transition_rows(table, tr, states):
+            (yes if guards_hold(tr, row, args, b.rules) else no).append((table, tr, alt, row, args))
+        pools += [yes, no]
+    return Pools(pools)
+
+
+def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
+    table, tr, alt, row, args = candidate
+    addr = b.address(table, row)
+    if addr is None:
+        return None
+    alt_args = b.task_args(alt, row)
+    guard = next(g for g in tr.guards if g.rule)
+    says = guard.says or "the rule allows it"
+    chosen, chosen_args = (tr, args) if guards_hold(tr, row, args, b.rules) else (alt, alt_args)
+    text = b.rng.choice(PHRASES).format(
+        obj=addr.text, says=says, a=render_verb(tr, "it", args), b=render_verb(alt, "it", alt_args))
+    oracle = addr.lookup + b.getter(table, row) + [
+        ToolCall(tool="search_business_rules", args={"name": guard.rule}),
+        ToolCall(tool=chosen.name, args={id_param(table): row["id"], **chosen_args}),
+    ]
+    told = b.notify(table, row, "decision made")
+    if told is not None:
+        text, oracle = f"{text.rstrip('.')}. Then {told[0]}.", oracle + told[1]
+    return Plan(cap(text), oracle, table.name)

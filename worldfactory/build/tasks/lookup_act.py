@@ -1,0 +1,80 @@
+"""lookup_act: find a record as a person names it, then act on it (a transition or an update),
+sometimes emailing a contact after."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worldfactory.spec import TableDef, ToolCall
+
+from ..workflow import guards_hold, id_param, render_verb
+from .builder import TaskBuilder
+from .driver import Plan, Pools
+from .words import cap, human, tool_name
+
+FAMILY = "lookup_act"
+QUOTA = 24
+TRIES = 3
+PHRASES = ["{Verb}.", "Please {verb}.", "We need to {verb}.", "Could you {verb}?", "Go ahead and {verb}."]
+NOTIFY_SHARE = 0.6  # of these tasks also email a contact
+
+
+def candidates(b: TaskBuilder) -> Pools:
+    """One pool per transition (rows whose guards hold), one per updatable table (every row)."""
+    pools: list[list[Any]] = []
+    for table, tr in b.transitions():
+        pools.append([("transition", table, tr, row, args) for row, args in b.transition_rows(table, tr, tr.from_)
+                      if guards_hold(tr, row, args, b.rules)])
+    for table in b.spec.tables:
+        if table.update and tool_name(table, "update") in b.tools and table.label:
+            pools.append([("update", table, None, row, None) for row in b.rows(table)])
+    return Pools(pools)
+
+
+def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
+    kind, table, tr, row, args = candidate
+    addr = b.address(table, row)
+    if addr is None:
+        return None
+    if kind == "transition":
+        verb = render_verb(tr, addr.text, args)
+        call = ToolCall(tool=tr.name, args={id_param(table): row["id"], **args})
+        oracle = addr.lookup + b.getter(table, row) + [call]
+    else:
+        change = _update_change(b, table, row)
+        if change is None:
+            return None
+        verb, extra, call_args = change
+        call = ToolCall(tool=tool_name(table, "update"), args={id_param(table): row["id"], **call_args})
+        verb = verb.format(obj=addr.text)
+        oracle = addr.lookup + b.getter(table, row) + extra + [call]
+    if b.rng.random() < NOTIFY_SHARE:
+        told = b.notify(table, row, "done")
+        if told is not None:
+            verb, oracle = f"{verb}, then {told[0]}", oracle + told[1]
+    phrase = b.rng.choice(PHRASES)
+    return Plan(phrase.format(Verb=cap(verb), verb=verb), oracle, table.name)
+
+
+def _update_change(b: TaskBuilder, table: TableDef, row: dict[str, Any]
+                   ) -> tuple[str, list[ToolCall], dict[str, Any]] | None:
+    """A change to one updatable column: the verb (with ``{obj}``), the lookups it needs, the arguments."""
+    col = table.column(b.rng.choice(table.update))
+    if col.enum:
+        options = [v for v in col.enum if v != row[col.name]]
+        value: Any = b.rng.choice(options)
+        return f"change the {col.human} of {{obj}} to {human(value)}", [], {col.name: value}
+    if col.ref:
+        target = b.spec.table(col.ref)
+        if not (target.label and target.label in target.search):
+            return None
+        others = b.rows_except(target, row[col.name])
+        other = b.rng.choice(others)
+        lookup = ToolCall(tool=f"search_{target.name}", args={target.label: other[target.label]})
+        text = f"make {target.singular} {other[target.label]} the {col.human} of {{obj}}"
+        return text, [lookup], {col.name: other["id"]}
+    if col.type in ("money", "number") and row[col.name] is not None:
+        value = round(float(row[col.name]) * b.rng.choice([0.8, 0.9, 1.1, 1.25]), 2)
+        said = f"${value:,.2f}" if col.type == "money" else f"{value:g}"
+        return f"change the {col.human} of {{obj}} to {said}", [], {col.name: value}
+    return None

@@ -1,0 +1,87 @@
+"""retrieval: answer a question exactly: how many records of a parent are in a state, the total of a
+money column across them, the list of their labels, or one field of a named record."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from worldfactory.spec import ToolCall
+
+from .builder import SEARCH_MAX, TaskBuilder
+from .driver import Plan, Pools
+from .words import human
+
+FAMILY = "retrieval"
+QUOTA = 20
+TRIES = 4
+ANSWER_TYPES = {"money": "number", "number": "number", "integer": "int"}  # else "text"
+
+
+def candidates(b: TaskBuilder) -> Pools:
+    """Four pools: counts, sums and lists over each parent's records, and fields of named records."""
+    counts: list[Any] = []
+    sums: list[Any] = []
+    lists: list[Any] = []
+    fields: list[Any] = []
+    for table in b.spec.tables:
+        for col in b.parent_refs(table):
+            for pid in b.parent_ids(table, col):
+                if table.workflow and table.workflow.column in table.search:
+                    counts.append(("count", table, col, pid))
+                if any(c.type == "money" for c in table.columns):
+                    sums.append(("sum", table, col, pid))
+                if table.label and table.workflow and table.workflow.column in table.search:
+                    lists.append(("list", table, col, pid))
+        if table.label and table.label in table.search and table.column(table.label).unique:
+            for row in b.rows(table):
+                fields.append(("field", table, None, row))
+    return Pools([counts, sums, lists, fields])
+
+
+def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
+    kind, table, col, key = candidate
+    if kind == "field":
+        row = key
+        fields = [c for c in table.columns if c.name != table.label and not c.ref and not c.free_text
+                  and not c.unique and row[c.name] is not None and c.type != "boolean"]
+        if not fields:
+            return None
+        field = b.rng.choice(fields)
+        addr = b.address(table, row)
+        if addr is None:
+            return None
+        kind_of = ANSWER_TYPES.get(field.type, "text")
+        answer = row[field.name] if kind_of != "text" else human(row[field.name])
+        q = f"What is the {field.human} of {addr.text}?"
+        return Plan(q, addr.lookup, table.name, answer=answer, answer_type=kind_of)
+    assert col is not None and col.ref
+    parent_table = b.spec.table(col.ref)
+    parent = b.row(parent_table, key)
+    assert parent is not None
+    paddr = b.address(parent_table, parent)
+    if paddr is None:
+        return None
+    rows = b.children(table, col, key)
+    plural = table.plural_name.replace("_", " ")
+    if kind == "count":
+        assert table.workflow is not None
+        wf = table.workflow.column
+        state = b.rng.choice(sorted({r[wf] for r in rows}))
+        n = sum(1 for r in rows if r[wf] == state)
+        q = f"How many {human(state)} {plural} does {paddr.text} have?"
+        search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": 1})
+        return Plan(q, paddr.lookup + [search], table.name, answer=n, answer_type="int")
+    if kind == "sum":
+        money = b.rng.choice([c for c in table.columns if c.type == "money"])
+        total = round(sum(float(r[money.name] or 0) for r in rows), 2)
+        q = f"What is the total {money.human} across all {plural} of {paddr.text}?"
+        search = ToolCall(tool=f"search_{table.name}", args={col.name: key, "limit": SEARCH_MAX})
+        return Plan(q, paddr.lookup + [search], table.name, answer=total, answer_type="number")
+    assert table.workflow is not None and table.label
+    wf = table.workflow.column
+    state = b.rng.choice(sorted({r[wf] for r in rows}))
+    names = [str(r[table.label]) for r in rows if r[wf] == state]
+    label_h = table.column(table.label).human
+    q = f"List the {label_h} of every {human(state)} {table.singular} of {paddr.text}."
+    search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": SEARCH_MAX})
+    return Plan(q, paddr.lookup + [search], table.name, answer=names, answer_type="list")
