@@ -1,1 +1,1 @@
-"""Dagster assets: one module per build stage, each a thin wrapper over worldfactory.build.stages."""
+"""Dagster assets: one module per build stage, each a thin wrapper over worldfactory.stages.core."""

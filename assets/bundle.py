@@ -1,4 +1,4 @@
-"""Stage asset `world_bundle` and its blocking check (see worldfactory.build.stages)."""
+"""Stage asset `world_bundle` and its blocking check (see worldfactory.stages.core)."""
 
 from __future__ import annotations
 

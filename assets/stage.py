@@ -15,7 +15,7 @@ from assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_conditi
 from pipelines.partitions import world_partitions
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore
-from worldfactory.build.stages import STAGE_BY_NAME, Proof, StageReport, run_make, run_prove
+from worldfactory.stages.core import STAGE_BY_NAME, Proof, StageReport, run_make, run_prove
 
 # `worldfactory build` sets this to move its progress bar; Dagster runs elsewhere leave it unset.
 PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfactory_progress", default=None)

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 import dagster as dg
 
 from resources.world_store import WorldStore, default_store
-from worldfactory.build.pipeline import is_up_to_date
-from worldfactory.build.stages import engine_fingerprint
 from worldfactory.fingerprints import world_inputs_fingerprint
+from worldfactory.stages.core import engine_fingerprint
+from worldfactory.stages.pipeline import is_up_to_date
 from worldfactory.templates import TemplateError
 
 NIGHTLY_CRON = "0 3 * * *"

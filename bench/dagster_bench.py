@@ -17,8 +17,8 @@ import time
 import warnings
 from pathlib import Path
 
-from worldfactory.build.pipeline import build_world
 from worldfactory.seeds import catalog_world_ids
+from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
 
 

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from worldfactory import confine
-from worldfactory.build.stages import STAGES, BuildContext, WorkDir, inputs_fingerprint, run_make, run_prove
+from worldfactory.stages.core import STAGES, BuildContext, WorkDir, inputs_fingerprint, run_make, run_prove
 from worldfactory.templates import load_templates
 
 

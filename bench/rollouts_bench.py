@@ -17,9 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.llm_server import LLMServer, ScriptedModel  # noqa: E402
-from worldfactory.build.pipeline import build_world  # noqa: E402
 from worldfactory.rollouts import RolloutConfig, run_rollouts  # noqa: E402
 from worldfactory.runtime.world import World  # noqa: E402
+from worldfactory.stages.pipeline import build_world  # noqa: E402
 from worldfactory.templates import load_templates  # noqa: E402
 
 

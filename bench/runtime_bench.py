@@ -13,9 +13,9 @@ from pathlib import Path
 import anyio
 from mcp import Client
 
-from worldfactory.build.pipeline import build_world
 from worldfactory.runtime.mcp_server import build_server
 from worldfactory.runtime.world import World
+from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
 
 

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from worldfactory import confine
-from worldfactory.build.pipeline import build_world
 from worldfactory.runtime.world import World
+from worldfactory.stages.pipeline import build_world
 
 CALLS = 2000
 SERVED_CALLS = 3000

@@ -14,8 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from worldfactory.build.pipeline import build_world
 from worldfactory.runtime.world import World
+from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
 
 

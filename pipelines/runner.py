@@ -24,10 +24,10 @@ from assets.versions import FORCE_TAG, stale_worlds
 from pipelines.definitions import make_definitions
 from pipelines.partitions import world_partitions
 from resources.world_store import WorldStore
-from worldfactory.build.stages import STAGES
 from worldfactory.catalog import remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
+from worldfactory.stages.core import STAGES
 
 # The daemon marks runs whose worker died (a kill mid-build) as failed, instead of STARTED forever.
 RUN_MONITORING = """run_monitoring:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from worldfactory.build.stages import BuildContext, WorkDir, inputs_fingerprint
 from worldfactory.rollouts import RolloutConfig
+from worldfactory.stages.core import BuildContext, WorkDir, inputs_fingerprint
 from worldfactory.templates import TemplateSet, load_templates
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

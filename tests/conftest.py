@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from worldfactory.build.pipeline import build_world
 from worldfactory.runtime.world import World
+from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, PYTHON, ROOT
-from worldfactory.build.pipeline import StageFailed, build_world
+from worldfactory.stages.pipeline import StageFailed, build_world
 from worldfactory.templates import TemplateError, load_templates
 
 WORLD = "insurance-claims.startup--v002"

@@ -21,8 +21,8 @@ from pipelines.definitions import make_definitions
 from pipelines.runner import root_cause
 from resources.world_store import WorldStore
 from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL, small_templates_at
-from worldfactory.build.stages import STAGES
 from worldfactory.registry import mark_deleted
+from worldfactory.stages.core import STAGES
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from tests.conftest import ROOT
-from worldfactory.build.stages import inputs_fingerprint
 from worldfactory.fingerprints import world_inputs_fingerprint, world_template_files
 from worldfactory.seeds import catalog_world_ids
+from worldfactory.stages.core import inputs_fingerprint
 from worldfactory.templates import load_templates
 
 INSURANCE = "insurance-claims.regional--v001"

@@ -23,12 +23,12 @@ import pytest
 
 from tests.conftest import EXAMPLES
 from worldfactory import confine
-from worldfactory.build.pipeline import build_world
-from worldfactory.build.schema import build_spec
-from worldfactory.build.tools import tool_specs, tools_source
+from worldfactory.generate.schema import build_spec
+from worldfactory.generate.tools import tool_specs, tools_source
 from worldfactory.runtime.world import World, WorldError
 from worldfactory.sandbox import SandboxError, static_check
 from worldfactory.seeds import expand_world
+from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import TemplateError, load_templates
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (Debian package bubblewrap)")

@@ -7,9 +7,9 @@ import ast
 import random
 from pathlib import Path
 
-from worldfactory.build import tasks
-from worldfactory.build.tasks import FAMILIES
-from worldfactory.build.tasks.driver import FAMILY_DECLARES, Pools, Stream, draw, take
+from worldfactory.generate import tasks
+from worldfactory.generate.tasks import FAMILIES
+from worldfactory.generate.tasks.driver import FAMILY_DECLARES, Pools, Stream, draw, take
 
 PACKAGE = Path(tasks.__file__).parent
 SHARED = {"__init__", "builder", "driver", "words"}
@@ -57,7 +57,8 @@ def test_families_import_only_shared_modules() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 1:
                 assert node.module in SHARED - {"__init__"}, (name, node.module)  # never another family
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("worldfactory.build.tasks"):
+            if (isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.startswith("worldfactory.generate.tasks")):
                 raise AssertionError(f"{name} imports {node.module}: families use the shared modules relatively")
 
 

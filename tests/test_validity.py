@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import EXAMPLES, PYTHON
-from worldfactory.build.validity import check_task
-from worldfactory.build.verifiers import VerifierError, check_verifiers
+from worldfactory.generate.validity import check_task
+from worldfactory.generate.verifiers import VerifierError, check_verifiers
 from worldfactory.runtime.diff import Mismatch
 from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from worldfactory.build.data import check_seed
+from worldfactory.generate.data import check_seed
 from worldfactory.runtime.world import World
 
 MANIFEST_KEYS = {"world_id", "seed_type", "domain", "company_type", "variant", "generation_seed",

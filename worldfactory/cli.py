@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from worldfactory.build.bundle import STAGES
+from worldfactory.generate.bundle import STAGES
 from worldfactory.parallel import default_jobs
 
 if TYPE_CHECKING:
@@ -117,8 +117,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _engine_worker(task: tuple[str, str, str, bool]) -> Any:
     """In a --jobs worker process: build one world with the engine alone, reporting each stage."""
-    from worldfactory.build.pipeline import build_world
     from worldfactory.parallel import emit
+    from worldfactory.stages.pipeline import build_world
     from worldfactory.templates import load_templates
 
     wid, root, templates, force = task
@@ -128,8 +128,8 @@ def _engine_worker(task: tuple[str, str, str, bool]) -> Any:
 
 def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: Any, on_done: Any,
                   jobs: int = 1) -> tuple[list, list]:
-    from worldfactory.build.pipeline import build_world, is_up_to_date
-    from worldfactory.build.stages import StageError, inputs_fingerprint
+    from worldfactory.stages.core import StageError, inputs_fingerprint
+    from worldfactory.stages.pipeline import build_world, is_up_to_date
 
     results: dict[str, Any] = {}
     failures = []
@@ -170,7 +170,7 @@ def _build_dagster(ids: list[str], root: Path, force: bool, batch: int, on_stage
                    on_done: Any, jobs: int = 1) -> tuple[list, list]:
     from pipelines.runner import build_worlds
     from resources.world_store import WorldStore
-    from worldfactory.build.pipeline import up_to_date_result
+    from worldfactory.stages.pipeline import up_to_date_result
 
     store = WorldStore(root=str(root.resolve()), templates_root=templates_root() or "")
     outcomes = build_worlds(ids, store, force=force, batch=batch, jobs=jobs, on_stage=on_stage,

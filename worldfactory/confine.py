@@ -281,11 +281,11 @@ KNOWN_ERRORS = ("StageError", "VerifierError", "RolloutError", "SandboxError", "
 
 def _error_class(name: str) -> type[Exception]:
     """The exception type to re-raise a worker's failure as (its name kept, so messages read the same)."""
-    from worldfactory.build.stages import StageError
-    from worldfactory.build.verifiers import VerifierError
+    from worldfactory.generate.verifiers import VerifierError
     from worldfactory.rollouts import RolloutError
     from worldfactory.runtime.world import WorldError
     from worldfactory.sandbox import SandboxError
+    from worldfactory.stages.core import StageError
     from worldfactory.templates import TemplateError
 
     table: dict[str, type[Exception]] = {
@@ -438,8 +438,8 @@ def _safe_name(name: str) -> str:
 def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, briefs_dir: str | None,
                inputs: str, rollout: dict[str, Any]) -> dict[str, Any]:
     import worldfactory.catalog as catalog
-    from worldfactory.build import stages as S
     from worldfactory.rollouts import RolloutConfig
+    from worldfactory.stages import core as S
 
     class CaptureWorkDir(S.WorkDir):
         """Reads the real work folder (read-only here); writes are kept and sent back."""
@@ -700,7 +700,7 @@ def _serve_jobs() -> None:
     os.dup2(2, 1)  # stray prints go to stderr, never into the protocol
     sys.stdout = sys.stderr
     inp = sys.stdin.buffer
-    harden(preload=("worldfactory.build.stages", "worldfactory.build.validity", "worldfactory.rollouts",
+    harden(preload=("worldfactory.stages.core", "worldfactory.generate.validity", "worldfactory.rollouts",
                     "worldfactory.policies.synthetic", "worldfactory.runtime.episode", "worldfactory.catalog",
                     "worldfactory.sandbox", "pyarrow.parquet"))
     send(out, "ready")

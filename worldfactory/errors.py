@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from worldfactory.build.data import SeedDataError
-from worldfactory.build.schema import SchemaError
-from worldfactory.build.stages import StageError
-from worldfactory.build.verifiers import VerifierError
 from worldfactory.catalog import CatalogError
 from worldfactory.confine import ConfinementError
+from worldfactory.generate.data import SeedDataError
+from worldfactory.generate.schema import SchemaError
+from worldfactory.generate.verifiers import VerifierError
 from worldfactory.rollouts import RolloutError
 from worldfactory.runtime.trace import TraceError
 from worldfactory.runtime.world import WorldError
 from worldfactory.sandbox import SandboxError
 from worldfactory.seeds import SeedError
+from worldfactory.stages.core import StageError
 from worldfactory.templates import TemplateError
 
 USER_ERRORS: tuple[type[Exception], ...] = (

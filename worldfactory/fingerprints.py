@@ -6,7 +6,7 @@ domain pack, company type or shared module marks stale only the worlds that read
 stay up to date. The fingerprint is recorded in each bundle's world.json (`inputs_fingerprint`)
 and, through Dagster, as the data version of every stage of that world's partition.
 
-Which files a world reads (see worldfactory/seeds.py and worldfactory/build/schema.py):
+Which files a world reads (see worldfactory/seeds.py and worldfactory/generate/schema.py):
 `domains/<domain>.yaml`, `company_types/<company type>.yaml`, `modules/<m>.yaml` for every module
 the world composes (the domain's modules plus its optional modules the company type enables) and
 `vocabulary.yaml`. `catalog.yaml` and `registry.yaml` only say which worlds exist, never what is
@@ -91,7 +91,7 @@ def brief_file_digest(world_id: str, briefs_dir: Path | None) -> str:
 
 def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: Path | None = None) -> str:
     """Hash of what one world's bytes depend on: engine source, its template files, its brief file."""
-    from worldfactory.build.stages import engine_fingerprint
+    from worldfactory.stages.core import engine_fingerprint
 
     digests = _template_digests(templates.root, templates.fingerprint)
     parts = [f"engine\0{engine_fingerprint()}"]

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.build.workflow import id_param, slug
+from worldfactory.generate.workflow import id_param, slug
 from worldfactory.spec import ColumnDef, ColumnType, Param, TableDef, Transition, WorldSpec
 from worldfactory.templates import TemplateError
 

@@ -25,15 +25,15 @@ from pydantic import BaseModel, Field
 
 import worldfactory
 from worldfactory import confine
-from worldfactory.build.bundle import publish, sha256, world_manifest, world_readme
-from worldfactory.build.data import build_seed_db, check_seed
-from worldfactory.build.gold import run_oracle
-from worldfactory.build.probes import probes_for
-from worldfactory.build.schema import build_spec, check_schema, schema_sql
-from worldfactory.build.tasks import generate_tasks
-from worldfactory.build.tools import tool_specs, tools_json, tools_source
-from worldfactory.build.validity import check_world, report_jsonl, summary
-from worldfactory.build.verifiers import VerifierError, build_verifiers, check_verifiers, verifiers_json
+from worldfactory.generate.bundle import publish, sha256, world_manifest, world_readme
+from worldfactory.generate.data import build_seed_db, check_seed
+from worldfactory.generate.gold import run_oracle
+from worldfactory.generate.probes import probes_for
+from worldfactory.generate.schema import build_spec, check_schema, schema_sql
+from worldfactory.generate.tasks import generate_tasks
+from worldfactory.generate.tools import tool_specs, tools_json, tools_source
+from worldfactory.generate.validity import check_world, report_jsonl, summary
+from worldfactory.generate.verifiers import VerifierError, build_verifiers, check_verifiers, verifiers_json
 from worldfactory.rollouts import RolloutConfig
 from worldfactory.runtime.world import World
 from worldfactory.sandbox import check_tools_in_sandbox

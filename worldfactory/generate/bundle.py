@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from worldfactory.build.tools import ToolSpec
+from worldfactory.generate.tools import ToolSpec
 from worldfactory.spec import Task, WorldSpec
 
 STAGES = ("world_brief", "world_schema", "seed_database", "world_tools", "world_tasks", "world_verifiers",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from worldfactory.build.data import fetch_dicts as _rows
-from worldfactory.build.data import open_image
-from worldfactory.build.tools import ParamSpec, ToolSpec
-from worldfactory.build.workflow import guard_holds, guards_hold, id_param, task_value
+from worldfactory.generate.data import fetch_dicts as _rows
+from worldfactory.generate.data import open_image
+from worldfactory.generate.tools import ParamSpec, ToolSpec
+from worldfactory.generate.workflow import guard_holds, guards_hold, id_param, task_value
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import WorldSpec
 

@@ -13,7 +13,7 @@ import sqlite3
 from datetime import date, timedelta
 from typing import Any
 
-from worldfactory.build.schema import schema_sql
+from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import ColumnDef, TableDef, Vocabulary, WorldSpec
 from worldfactory.templates import TemplateError

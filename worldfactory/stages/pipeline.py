@@ -1,7 +1,7 @@
 """build_world: every stage in order for one world ID, each proved before the next runs.
 
 This is the engine's own sequential path (tests, benches, `worldfactory build --no-dagster`).
-The Dagster assets run the same stages one by one (see worldfactory/build/stages.py).
+The Dagster assets run the same stages one by one (see worldfactory/stages/core.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worldfactory.build.stages import (
+from worldfactory.stages.core import (
     STAGES,
     BuildContext,
     StageError,

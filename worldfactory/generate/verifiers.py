@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from worldfactory.build.gold import run_oracle
+from worldfactory.generate.gold import run_oracle
 from worldfactory.runtime.answers import answers_match, normalize_answer
 from worldfactory.runtime.diff import compare, digest, same_diff
 from worldfactory.runtime.world import World
