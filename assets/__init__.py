@@ -1,1 +1,1 @@
-"""Dagster assets: one module per build stage, each a thin wrapper over worldfactory.stages.core."""
+"""Dagster assets: one per build stage, made from the engine's stage registry (assets/stage.py), and the catalog."""

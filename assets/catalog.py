@@ -9,12 +9,12 @@ from typing import Any
 
 import dagster as dg
 
-from assets.bundle import bundle_asset
 from resources.world_store import WorldStore
 from worldfactory.catalog import TABLES, query, refresh_database
+from worldfactory.stages import STAGES
 
 
-@dg.asset(deps=[bundle_asset], group_name="catalog", kinds={"duckdb", "parquet"}, pool="duckdb_writer",
+@dg.asset(deps=[dg.AssetKey(STAGES[-1].name)], group_name="catalog", kinds={"duckdb", "parquet"}, pool="duckdb_writer",
           automation_condition=dg.AutomationCondition.on_cron("30 3 * * *", cron_timezone="UTC"),
           description="DuckDB views (worlds, tasks, costs) over data/catalog/<table>/world_id=<id>/*.parquet.")
 def world_catalog(world_store: WorldStore) -> dg.MaterializeResult:

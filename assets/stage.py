@@ -15,7 +15,8 @@ from assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_conditi
 from pipelines.partitions import world_partitions
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore
-from worldfactory.stages.core import STAGE_BY_NAME, Proof, StageReport, run_make, run_prove
+from worldfactory.stages import STAGES
+from worldfactory.stages.core import Proof, Stage, StageReport, run_make, run_prove
 
 # `worldfactory build` sets this to move its progress bar; Dagster runs elsewhere leave it unset.
 PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfactory_progress", default=None)
@@ -60,7 +61,23 @@ def batch_metadata(reports: list[StageReport]) -> dict[str, Any]:
     return meta
 
 
-def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition], pool: str | None = None,
+# Stages that may call a model server share the instance-wide `llm_api` concurrency pool (set its
+# limit with `dagster instance concurrency set llm_api N`) and retry with exponential backoff when a
+# server keeps answering 429 or 5xx after the client's own retries.
+LLM_POOL = "llm_api"
+LLM_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
+
+
+def stage_assets() -> list[dg.AssetsDefinition]:
+    """One asset per engine stage, in the registry's order (worldfactory.stages.STAGES), each after the last."""
+    out: list[dg.AssetsDefinition] = []
+    for stage in STAGES:
+        out.append(stage_asset(stage, out[-1:], pool=LLM_POOL if stage.uses_model else None,
+                               retry_policy=LLM_RETRY if stage.uses_model else None))
+    return out
+
+
+def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | None = None,
                 retry_policy: dg.RetryPolicy | None = None) -> dg.AssetsDefinition:
     """The asset for one engine stage, with its proof as a blocking asset check.
 
@@ -79,14 +96,13 @@ def stage_asset(name: str, deps: Sequence[dg.AssetsDefinition], pool: str | None
     current (a backfill over unchanged worlds does nothing), unless the run is tagged
     `worldfactory/force=true`; the stages after it are then skipped by Dagster.
     """
-    stage = STAGE_BY_NAME[name]
     first = not deps
     spec = dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves)
 
     @dg.asset(name=stage.name, partitions_def=world_partitions, deps=list(deps), group_name=GROUP,
               kinds={"python", "sqlite"}, automation_condition=nightly_condition(), check_specs=[spec], pool=pool,
               retry_policy=retry_policy, code_version=code_version(), output_required=not first,
-              description=f"{stage.name}: writes {', '.join(stage.files)}. Proof: {stage.proves}.")
+              description=f"{stage.name}: writes {', '.join(stage.writes)}. Proof: {stage.proves}.")
     def _asset(context: dg.AssetExecutionContext, world_store: WorldStore,
                rollout_policy: RolloutPolicy) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
         # every stage gets the policy so its BuildContext is whole; only task_rollouts reads it

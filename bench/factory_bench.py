@@ -20,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 from worldfactory import confine
-from worldfactory.stages.core import STAGES, BuildContext, WorkDir, inputs_fingerprint, run_make, run_prove
+from worldfactory.stages import STAGES
+from worldfactory.stages.core import BuildContext, WorkDir, inputs_fingerprint, run_make, run_prove
 from worldfactory.templates import load_templates
 
 

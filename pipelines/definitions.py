@@ -8,23 +8,22 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import brief, bundle, catalog, curated, rollouts, schema, seed, tasks, tools, verifiers
+from assets import catalog
+from assets.stage import stage_assets
 from assets.versions import nightly_condition
 from pipelines.automation import nightly_rebuild, world_registry_sensor
 from pipelines.jobs import catalog_refresh, world_build
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore, default_store
 
-STAGE_MODULES = (brief, schema, seed, tools, tasks, verifiers, rollouts, curated, bundle)
-
 
 def make_definitions(store: WorldStore | None = None, policy: RolloutPolicy | None = None) -> dg.Definitions:
     store = store or default_store()
     nightly = nightly_condition(store)  # asks this store's templates and bundles which worlds changed
-    stage_assets = [getattr(m, f"{m.__name__.split('.')[-1]}_asset").map_asset_specs(
-        lambda spec: spec.replace_attributes(automation_condition=nightly)) for m in STAGE_MODULES]
+    stages = [asset.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=nightly))
+              for asset in stage_assets()]
     return dg.Definitions(
-        assets=[*stage_assets, catalog.world_catalog],
+        assets=[*stages, catalog.world_catalog],
         jobs=[world_build, catalog_refresh],
         sensors=[world_registry_sensor, nightly_rebuild],
         resources={"world_store": store, "rollout_policy": policy or RolloutPolicy()},

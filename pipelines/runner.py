@@ -27,7 +27,6 @@ from resources.world_store import WorldStore
 from worldfactory.catalog import remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
-from worldfactory.stages.core import STAGES
 
 # The daemon marks runs whose worker died (a kill mid-build) as failed, instead of STARTED forever.
 RUN_MONITORING = """run_monitoring:
@@ -51,6 +50,18 @@ class WorldOutcome(BaseModel):
     run_id: str = ""
     failure: str = ""
     seconds: float = 0.0  # the world's wall time: its run's, or in a batched run its own stages'
+
+
+def world_store(data_root: Path, templates_root: str | None = None) -> WorldStore:
+    """The WorldStore for a data root and templates folder: how the CLI names them to Dagster."""
+    return WorldStore(root=str(data_root.resolve()), templates_root=templates_root or "")
+
+
+def workspace_file() -> Path:
+    """The workspace.yaml that `dagster dev` loads (the project's own)."""
+    from resources.world_store import PROJECT_ROOT
+
+    return PROJECT_ROOT / "workspace.yaml"
 
 
 def dagster_home() -> Path:
@@ -249,5 +260,3 @@ def delete_world(world_id: str, store: WorldStore) -> list[str]:
         mark_deleted(store.data_root, world_id)
     return removed
 
-
-STAGE_COUNT = len(STAGES)

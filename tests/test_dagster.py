@@ -22,7 +22,7 @@ from pipelines.runner import root_cause
 from resources.world_store import WorldStore
 from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL, small_templates_at
 from worldfactory.registry import mark_deleted
-from worldfactory.stages.core import STAGES
+from worldfactory.stages import STAGES
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
@@ -80,7 +80,7 @@ def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: d
                 assert key in meta, (stage.name, key)
             assert meta["llm_prompt_tokens"] == 0 and meta["cost_usd"] == 0.0 and meta["corrections"] == 0
             assert meta["wall_seconds"] > 0 and meta["cpu_seconds"] > 0
-            for name in stage.files:
+            for name in stage.writes:
                 digest = hashlib.sha256((built["store"].work(wid).path / name).read_bytes()).hexdigest()
                 assert meta[f"sha256/{name}"] == digest
         [tasks] = res.asset_materializations_for_node("world_tasks")
@@ -327,13 +327,3 @@ def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates:
     assert again.returncode == 2 and f"no world '{wid}'" in again.stderr
     unknown = wf("delete", "not-a-world", data=data, home=home)
     assert unknown.returncode == 2 and "not a world ID" in unknown.stderr
-
-
-def test_engine_never_imports_dagster() -> None:
-    code = ("import sys, pkgutil, importlib, worldfactory\n"
-            "for m in pkgutil.walk_packages(worldfactory.__path__, 'worldfactory.'):\n"
-            "    importlib.import_module(m.name)\n"
-            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'dagster'))\n")
-    r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "[]"

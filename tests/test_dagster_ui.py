@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.conftest import PYTHON, ROOT, SMALL, small_templates_at
-from worldfactory.stages.core import STAGES
+from worldfactory.stages import STAGES
 
 WORLDS = [*SMALL, SMALL[0].replace("--v001", "--v002")]
 REPO = {"repositoryLocationName": "worldfactory", "repositoryName": "__repository__"}

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from worldfactory.generate.bundle import STAGES
 from worldfactory.parallel import default_jobs
+from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
     from worldfactory.rollouts import RolloutConfig
@@ -168,13 +168,11 @@ def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: An
 
 def _build_dagster(ids: list[str], root: Path, force: bool, batch: int, on_stage: Any,
                    on_done: Any, jobs: int = 1) -> tuple[list, list]:
-    from pipelines.runner import build_worlds
-    from resources.world_store import WorldStore
+    from pipelines.runner import build_worlds, world_store
     from worldfactory.stages.pipeline import up_to_date_result
 
-    store = WorldStore(root=str(root.resolve()), templates_root=templates_root() or "")
-    outcomes = build_worlds(ids, store, force=force, batch=batch, jobs=jobs, on_stage=on_stage,
-                            on_done=lambda o: on_done(o.world_id, o.ok))
+    outcomes = build_worlds(ids, world_store(root, templates_root()), force=force, batch=batch, jobs=jobs,
+                            on_stage=on_stage, on_done=lambda o: on_done(o.world_id, o.ok))
     results, failures = [], []
     for o in outcomes:
         if o.ok:
@@ -407,15 +405,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from pipelines.runner import delete_world
-    from resources.world_store import WorldStore
+    from pipelines.runner import delete_world, world_store
     from worldfactory.briefs import BRIEF_ID_RE
     from worldfactory.seeds import WORLD_ID_RE, SeedError
 
     if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
         raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
     root = _root(args)
-    removed = delete_world(args.world_id, WorldStore(root=str(root.resolve()), templates_root=templates_root() or ""))
+    removed = delete_world(args.world_id, world_store(root, templates_root()))
     if not removed:
         raise SeedError(f"no world '{args.world_id}' to delete: nothing under {root} and no Dagster partition "
                         f"by that name")
@@ -429,16 +426,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def cmd_ui(args: argparse.Namespace) -> int:
     import subprocess
 
-    from pipelines.runner import dagster_home
-    from resources.world_store import PROJECT_ROOT
+    from pipelines.runner import dagster_home, workspace_file
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()), WORLDFACTORY_DATA=str(_root(args).resolve()))
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(PROJECT_ROOT / "workspace.yaml"),
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace_file()),
            "-h", args.host, "-p", str(args.port)]
     ERR.print(f"Dagster UI on http://{args.host}:{args.port} (webserver and daemon; Ctrl-C stops both). "
               f"Instance: {env['DAGSTER_HOME']}; data: {env['WORLDFACTORY_DATA']}")
     try:
-        return subprocess.call(cmd, env=env, cwd=str(PROJECT_ROOT))
+        return subprocess.call(cmd, env=env, cwd=str(workspace_file().parent))
     except KeyboardInterrupt:
         return 0
 

@@ -401,15 +401,11 @@ def run_job(job: str, **args: Any) -> Any:
 
 # --- build stages ------------------------------------------------------------------------------------
 
-# stage -> the steps that execute generated code (world_tools' proof runs the probes job itself)
-CONFINED_STAGES = {"world_tasks": ("make", "prove"), "world_verifiers": ("make", "prove"),
-                   "task_rollouts": ("make", "prove"), "world_bundle": ("prove",)}
-
-
 def run_stage(stage: Any, kind: str, ctx: Any) -> Any:
-    """A stage's make or prove: in the confined worker when it executes generated code, else here."""
+    """A stage's make or prove: in the confined worker when its declaration says that step executes
+    generated code (Stage.confined; world_tools' proof runs the probes job itself), else here."""
     fn = getattr(stage, kind)
-    if kind not in CONFINED_STAGES.get(stage.name, ()) or not confined_here():
+    if kind not in stage.confined or not confined_here():
         return fn(ctx)
     if stage.name == "task_rollouts" and kind == "make" and ctx.rollout.policy == "openai":
         return fn(ctx)  # the agent needs the network: it runs here, its episodes in the worker (ctx.world)
@@ -439,6 +435,7 @@ def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, 
                inputs: str, rollout: dict[str, Any]) -> dict[str, Any]:
     import worldfactory.catalog as catalog
     from worldfactory.rollouts import RolloutConfig
+    from worldfactory.stages import STAGE_BY_NAME
     from worldfactory.stages import core as S
 
     class CaptureWorkDir(S.WorkDir):
@@ -465,7 +462,7 @@ def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, 
     real = catalog.write_policy_rows
     catalog.write_policy_rows = lambda _root, table, _wid, label, r: rows.append([table, label, r])  # type: ignore
     try:
-        result = getattr(S.STAGE_BY_NAME[stage], kind)(ctx)
+        result = getattr(STAGE_BY_NAME[stage], kind)(ctx)
     finally:
         catalog.write_policy_rows = real
     return {"result": result, "writes": cap.written, "catalog": rows, "usage": ctx.usage.model_dump()}

@@ -17,16 +17,13 @@ from typing import Any
 from worldfactory.generate.tools import ToolSpec
 from worldfactory.spec import Task, WorldSpec
 
-STAGES = ("world_brief", "world_schema", "seed_database", "world_tools", "world_tasks", "world_verifiers",
-          "task_rollouts", "curated_tasks", "world_bundle")
-
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 def world_manifest(spec: WorldSpec, files: dict[str, bytes], tools: list[ToolSpec], tasks: list[Task],
-                   rows: int, verification: dict[str, Any], inputs: str) -> dict[str, Any]:
+                   rows: int, verification: dict[str, Any], inputs: str, stages: list[str]) -> dict[str, Any]:
     b = spec.brief
     families = Counter(t.family for t in tasks)
     return {
@@ -44,7 +41,7 @@ def world_manifest(spec: WorldSpec, files: dict[str, bytes], tools: list[ToolSpe
         "files": {name: sha256(data) for name, data in sorted(files.items())},
         "tools": {t.name: t.provenance for t in tools},
         "costs": {stage: {"cost_usd": 0.0, "llm_prompt_tokens": 0, "llm_completion_tokens": 0, "corrections": 0}
-                  for stage in STAGES},
+                  for stage in stages},
         "verification": verification,
         "inputs_fingerprint": inputs,
     }

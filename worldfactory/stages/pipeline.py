@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from worldfactory.stages import STAGES
 from worldfactory.stages.core import (
-    STAGES,
     BuildContext,
     StageError,
     WorkDir,

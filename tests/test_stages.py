@@ -1,0 +1,102 @@
+"""One stage registry: the engine, Dagster, the bundle, the confined worker and the docs all follow it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import dagster as dg
+
+from pipelines.definitions import make_definitions
+from tests.conftest import EXAMPLES, PYTHON, ROOT
+from worldfactory.stages import BUNDLE_FILES, STAGES
+from worldfactory.stages.core import Stage
+
+STAGE_DIR = ROOT / "worldfactory" / "stages"
+SHARED = {"__init__", "core", "pipeline"}
+
+
+def test_every_stage_module_declares_one_stage_listed_once() -> None:
+    modules = sorted(p.stem for p in STAGE_DIR.glob("*.py") if p.stem not in SHARED)
+    declared = {}
+    for name in modules:
+        module = __import__(f"worldfactory.stages.{name}", fromlist=["STAGE"])
+        assert isinstance(getattr(module, "STAGE", None), Stage), f"worldfactory/stages/{name}.py declares no STAGE"
+        declared[name] = module.STAGE
+    assert sorted(s.name for s in STAGES) == sorted(s.name for s in declared.values())
+    assert len({s.name for s in STAGES}) == len({s.check for s in STAGES}) == len(STAGES)
+    written = [f for s in STAGES for f in s.writes]
+    assert len(written) == len(set(written)) and tuple(written) == BUNDLE_FILES
+    for i, stage in enumerate(STAGES):  # a stage reads only what an earlier stage wrote
+        earlier = {f for s in STAGES[:i] for f in s.writes}
+        assert set(stage.reads) <= earlier, (stage.name, set(stage.reads) - earlier)
+        assert set(stage.confined) <= {"make", "prove"}
+
+
+def test_dagster_assets_and_checks_follow_the_registry() -> None:
+    defs = make_definitions()
+    graph = defs.resolve_asset_graph()
+    keys = [k.to_user_string() for k in graph.get_all_asset_keys() if k.to_user_string() != "world_catalog"]
+    assert sorted(keys) == sorted(s.name for s in STAGES)
+    for before, stage in zip((None, *STAGES[:-1]), STAGES, strict=True):
+        node = graph.get(dg.AssetKey(stage.name))
+        parents = {p.to_user_string() for p in node.parent_keys}
+        assert parents == ({before.name} if before else set()), stage.name
+        checks = {c.name for c in node.check_keys}
+        assert checks == {stage.check}, stage.name
+        pools = {p for p in (node.pools or [])}
+        assert ("llm_api" in pools) == stage.uses_model, stage.name
+    catalog = graph.get(dg.AssetKey("world_catalog"))
+    assert {p.to_user_string() for p in catalog.parent_keys} == {STAGES[-1].name}
+
+
+def test_a_published_bundle_holds_exactly_the_stages_files(worlds_dir: Path) -> None:
+    folder = worlds_dir / EXAMPLES[0]
+    assert sorted(p.name for p in folder.iterdir()) == sorted(BUNDLE_FILES)
+    manifest = json.loads((folder / "world.json").read_text())
+    assert list(manifest["costs"]) == sorted(s.name for s in STAGES)
+    assert set(manifest["files"]) | {"world.json"} == set(BUNDLE_FILES)
+
+
+def test_docs_list_the_stages_in_registry_order() -> None:
+    order = [s.name for s in STAGES]
+    readme = (ROOT / "README.md").read_text()
+    chain = re.search(r"`world_brief` ->.*?`world_bundle`", readme, re.S)
+    assert chain is not None, "README: the pipeline's chain of stages is missing"
+    assert re.findall(r"`(\w+)`", chain.group(0)) == order
+    arch = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \|", arch, re.M)
+    assert [name for name, _ in rows] == order, "docs/architecture.md: the stage table differs from the registry"
+    assert [check for _, check in rows] == [s.check for s in STAGES]
+
+
+def test_the_cli_reaches_dagster_only_through_the_runner() -> None:
+    tree = ast.parse((ROOT / "worldfactory" / "cli.py").read_text())
+    outside = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            top = node.module.split(".")[0]
+            if top != "worldfactory" and top in {"pipelines", "resources", "assets", "dagster"}:
+                outside.add(node.module)
+        elif isinstance(node, ast.Import):
+            outside |= {a.name for a in node.names if a.name.split(".")[0] in {"pipelines", "resources", "assets",
+                                                                              "dagster"}}
+    assert outside == {"pipelines.runner"}
+
+
+def test_no_engine_module_loads_dagster() -> None:
+    """Every module under worldfactory/, the CLI included, imported in a fresh process: no dagster module."""
+    code = ("import sys, pkgutil, importlib, worldfactory\n"
+            "names = [m.name for m in pkgutil.walk_packages(worldfactory.__path__, 'worldfactory.')]\n"
+            "for name in names:\n"
+            "    importlib.import_module(name)\n"
+            "print(len(names), sorted(k for k in sys.modules if k.split('.')[0] in ('dagster', 'pipelines', "
+            "'assets', 'resources')))\n")
+    r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    count, loaded = r.stdout.split(" ", 1)
+    assert int(count) >= 30  # the whole engine, cli.py included
+    assert loaded.strip() == "[]"

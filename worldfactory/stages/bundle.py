@@ -1,0 +1,98 @@
+"""world_bundle: the manifest and page, then the whole bundle published by one rename."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from worldfactory import confine
+from worldfactory.generate.bundle import publish, sha256, world_manifest, world_readme
+from worldfactory.generate.tools import tool_specs
+from worldfactory.stages.core import BuildContext, Proof, Stage, StageError
+
+
+def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
+    """Every upstream stage must be proven, on exactly the files now in the work folder."""
+    from worldfactory.stages import STAGES  # the registry lists this module: read it at run time
+
+    proofs: dict[str, Proof] = {}
+    for stage in STAGES[:-1]:
+        proof = ctx.work.proof(stage.name)
+        if proof is None:
+            raise StageError(f"{ctx.world_id}: {stage.name} has not been proven; run its check "
+                             f"'{stage.check}' before building the bundle")
+        if not proof.passed:
+            raise StageError(f"{ctx.world_id}: {stage.name} failed its check '{stage.check}': {proof.reason}")
+        if proof.files != ctx.work.hashes(tuple(proof.files)):
+            raise StageError(f"{ctx.world_id}: the proof of {stage.name} is stale (its files changed since); "
+                             f"run its check '{stage.check}' again")
+        proofs[stage.name] = proof
+    return proofs
+
+
+def make_bundle(ctx: BuildContext) -> dict[str, int]:
+    from worldfactory.catalog import write_world_rows
+    from worldfactory.stages import BUNDLE_FILES, STAGES
+
+    proofs = _require_proofs(ctx)
+    spec = ctx.spec(STAGE.name)
+    files = ctx.work.files(tuple(name for s in STAGES[:-1] for name in s.writes))
+    tools = tool_specs(spec)
+    served = json.loads(files["verifiers.json"])
+    tasks = [t for t in ctx.tasks(STAGE.name) if t.task_id in served["tasks"]]
+    seed = proofs["seed_database"].details
+    row_counts = {t.name: int(seed[f"rows.{t.name}"]) for t in spec.tables}
+    v = proofs["world_verifiers"].details
+    verification = {"tasks": int(v["tasks"]), "oracle_pass": int(v["oracle_pass"]), "null_pass": int(v["null_pass"])}
+    manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs,
+                              [s.name for s in STAGES])
+    manifest["verifier_validity"] = served.get("validity", {})
+    rollouts = json.loads(files["rollouts.json"])
+    manifest["counts"]["curated_tasks"] = int(proofs["curated_tasks"].details["kept"])
+    manifest["pass_band"] = {"policy": rollouts["policy"], "k": rollouts["k"], "histogram": rollouts["histogram"]}
+    for stage_name, cost in sorted(ctx.work.costs().items()):  # tokens and dollars; seconds stay in the catalog
+        manifest["costs"][stage_name] = {k: getattr(cost, k) for k in
+                                         ("cost_usd", "llm_prompt_tokens", "llm_completion_tokens", "corrections")}
+    readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
+    manifest["files"]["README.md"] = sha256(readme)
+    ctx.work.write("README.md", readme)
+    raw_manifest = (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode()
+    ctx.work.write("world.json", raw_manifest)
+
+    worlds = ctx.data_root / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    staging = worlds / f".staging-{ctx.world_id}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        for name in BUNDLE_FILES:
+            shutil.copyfile(ctx.work.path / name, staging / name)
+        publish(staging, worlds / ctx.world_id)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    write_world_rows(ctx.data_root / "catalog", manifest, tasks, str(worlds / ctx.world_id))
+    return {"files": len(BUNDLE_FILES), "bytes": sum((worlds / ctx.world_id / n).stat().st_size
+                                                      for n in BUNDLE_FILES)}
+
+
+def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
+    dest = ctx.data_root / "worlds" / ctx.world_id
+    world = confine.open_world(dest)  # checks every file against world.json
+    listed = world.manifest.get("files", {})
+    for name, digest in listed.items():
+        if sha256((dest / name).read_bytes()) != digest:
+            raise StageError(f"{dest / name}: its hash differs from world.json")
+    return {"files": len(listed), "tasks": len(world.tasks), "content_hash": world.content_hash}
+
+
+STAGE = Stage(
+    name="world_bundle",
+    check="bundle_complete",
+    proves=("the published bundle opens and its files match world.json"),
+    make=make_bundle,
+    prove=prove_bundle,
+    writes=("README.md", "world.json"),
+    confined=("prove",),
+)
