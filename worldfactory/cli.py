@@ -364,9 +364,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from worldfactory.runtime.world import World
 
     world = World.open(path, verify=not args.no_verify)
+    token = None
+    if args.token_fd is not None:  # the confined server reads the token its parent chose (never in argv or env)
+        with os.fdopen(args.token_fd, "rb") as f:
+            token = f.read().decode().strip()
+    elif args.transport == "http":
+        from worldfactory.runtime.control import control_token
+
+        token = control_token(lambda t: ERR.print(f"control plane token: {t}", markup=False, highlight=False))
     if args.transport == "http" and args.listen_fd is None:
-        ERR.print(f"serving {world.world_id} over streamable HTTP at http://{args.host}:{args.port}/mcp")
-    serve(world, args.transport, args.host, args.port, fd=args.listen_fd)
+        ERR.print(f"serving {world.world_id} over streamable HTTP at http://{args.host}:{args.port}/mcp "
+                  f"(control plane at /control, idle episodes expire after {args.idle_timeout:g} s)")
+    serve(world, args.transport, args.host, args.port, fd=args.listen_fd, token=token,
+          idle_seconds=args.idle_timeout)
     return 0
 
 
@@ -378,13 +388,26 @@ def _serve_confined(args: argparse.Namespace, path: Path) -> int:
     argv = ["serve", str(path.resolve()), "--transport", args.transport] + (["--no-verify"] if args.no_verify else [])
     if args.transport != "http":
         return confine.exec_confined(argv)
-    sock = socket.create_server((args.host, args.port), reuse_port=False)
+    from worldfactory.runtime.control import control_token
+
+    token = control_token(lambda t: ERR.print(f"control plane token: {t}", markup=False, highlight=False))
+    sock = socket.create_server((args.host, args.port), reuse_port=False, backlog=2048)
+    # Accepted connections inherit TCP_NODELAY from the listener (Linux). The confined server must get it
+    # here: uvicorn takes an inherited fd for a Unix socket, so asyncio never sets it, and Nagle's
+    # algorithm against delayed ACKs then costs 40 ms a response.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    read_end, write_end = os.pipe()  # the token goes in through a pipe: never in argv, and bwrap clears env
     try:
-        ERR.print(f"serving {path.name} over streamable HTTP at http://{args.host}:{args.port}/mcp")
-        argv += ["--host", args.host, "--port", str(args.port), "--listen-fd", str(sock.fileno())]
-        return confine.exec_confined(argv, pass_fds=(sock.fileno(),))
+        os.write(write_end, token.encode())
+        os.close(write_end)
+        ERR.print(f"serving {path.name} over streamable HTTP at http://{args.host}:{args.port}/mcp "
+                  f"(control plane at /control, idle episodes expire after {args.idle_timeout:g} s)")
+        argv += ["--host", args.host, "--port", str(args.port), "--listen-fd", str(sock.fileno()),
+                 "--token-fd", str(read_end), "--idle-timeout", repr(args.idle_timeout)]
+        return confine.exec_confined(argv, pass_fds=(sock.fileno(), read_end), open_files=confine.SERVE_OPEN_FILES)
     finally:
         sock.close()
+        os.close(read_end)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -525,6 +548,9 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # the confined server's inherited socket
+    sv.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)  # and its control token, through a pipe
+    sv.add_argument("--idle-timeout", type=float, default=24 * 3600.0, metavar="SECONDS",
+                    help="http: an episode nobody used for this long expires (default 86400, 24 hours)")
     _sandbox_args(sv)
     sv.set_defaults(fn=cmd_serve)
 

@@ -100,10 +100,12 @@ def bwrap_argv() -> list[str]:
             "--chdir", SCRATCH, "--"]
 
 
-def limits() -> None:
+def limits(open_files: int = OPEN_FILES) -> None:
     """rlimits for the confined process (run between fork and exec of bwrap; inherited by the worker)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    open_files = min(open_files, hard) if hard != resource.RLIM_INFINITY else open_files
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_HARD_SECONDS, CPU_HARD_SECONDS))
@@ -677,12 +679,17 @@ SERVE_MODULES = ("worldfactory.runtime.mcp_server", "mcp.server.stdio", "uvicorn
                  "uvicorn.loops.auto", "uvicorn.loops.asyncio", "uvicorn.protocols.http.auto",
                  "uvicorn.protocols.http.h11_impl", "uvicorn.protocols.http.httptools_impl",
                  "uvicorn.protocols.websockets.auto", "uvicorn.lifespan.on", "uvicorn.lifespan.off",
-                 "starlette.routing", "anyio._backends._asyncio", "sse_starlette", "worldfactory.sandbox")
+                 "starlette.routing", "anyio._backends._asyncio", "sse_starlette", "worldfactory.sandbox",
+                 "worldfactory.runtime.control", "worldfactory.runtime.mcp_http", "worldfactory.runtime.sessions",
+                 "starlette.applications", "starlette.responses", "starlette.requests")
 
-def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = ()) -> int:
+SERVE_OPEN_FILES = 8192  # an HTTP server holds a connection per client: 1,000 sessions need more than 1,024
+
+
+def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = (), open_files: int = OPEN_FILES) -> int:
     """Run `python -m worldfactory.cli ARGV` under bubblewrap; stdio passes through. Returns its exit code."""
     cmd = [*bwrap_argv(), sys.executable, "-I", "-B", "-c", BOOT_CLI, ENGINE_ROOT, *argv]
-    proc = subprocess.Popen(cmd, preexec_fn=limits, pass_fds=pass_fds)
+    proc = subprocess.Popen(cmd, preexec_fn=lambda: limits(open_files), pass_fds=pass_fds)
     try:
         return proc.wait()
     except KeyboardInterrupt:

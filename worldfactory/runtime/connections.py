@@ -52,7 +52,7 @@ class Gate:
 class Session:
     """One pooled connection and its gate; `run` executes harness SQL."""
 
-    def __init__(self, start_image: bytes) -> None:
+    def __init__(self, start_image: bytes, pragmas: tuple[str, ...] = ()) -> None:
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False,
                                     cached_statements=STATEMENT_CACHE)
         self.gate = Gate()
@@ -63,6 +63,8 @@ class Session:
         self.conn.set_authorizer(self.gate)
         with self.opened():
             self.conn.deserialize(start_image)
+            for pragma in pragmas:  # e.g. a smaller page cache for served sessions (see runtime/sessions.py)
+                self.conn.execute(pragma)
 
     @contextmanager
     def opened(self) -> Iterator[sqlite3.Connection]:
@@ -98,13 +100,14 @@ class ConnectionPool:
 
     def __init__(self, start_image: bytes) -> None:
         self._start = start_image
+        self.pragmas: tuple[str, ...] = ()  # run on each new connection after the image is loaded
         self._idle: list[Session] = []
         self._lock = threading.Lock()
 
     def acquire(self) -> Session:
         with self._lock:
             session = self._idle.pop() if self._idle else None
-        return session or Session(self._start)
+        return session or Session(self._start, self.pragmas)
 
     def release(self, session: Session) -> None:
         """Take a session back; an episode has rolled back its transaction before this."""

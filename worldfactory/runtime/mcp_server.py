@@ -88,18 +88,19 @@ def build_server(world: World, episode: Episode | None = None) -> MCPServer:
 
 
 def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000,
-          fd: int | None = None) -> None:
-    """Serve a stateful sandbox of the world over stdio or streamable HTTP (loopback by default)."""
-    server = build_server(world)
+          fd: int | None = None, token: str | None = None, idle_seconds: float | None = None) -> None:
+    """Serve the world over stdio (one episode) or streamable HTTP (loopback by default).
+
+    Over HTTP every MCP session is its own episode and a token-protected control plane runs on
+    the same server (worldfactory.runtime.control).
+    """
     if transport == "stdio":
-        server.run("stdio")
+        build_server(world).run("stdio")
         return
     if transport != "http":
         raise ValueError(f"unknown transport '{transport}'; use stdio or http")
-    import uvicorn
+    from worldfactory.runtime.control import control_token, serve_http
+    from worldfactory.runtime.sessions import DEFAULT_IDLE_SECONDS
 
-    app = server.streamable_http_app(host=host)
-    if fd is not None:  # a listening socket bound by the parent, outside the sandbox's empty network namespace
-        uvicorn.run(app, fd=fd, log_level="warning")
-    else:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve_http(world, token or control_token(), host, port, fd=fd,
+               idle_seconds=idle_seconds or DEFAULT_IDLE_SECONDS)
