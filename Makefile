@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check worldfactory assets pipelines resources tests bench
 
 bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
+	$(BIN)/python bench/factory_bench.py
 	$(BIN)/python bench/runtime_bench.py
 	$(BIN)/python bench/dagster_bench.py
 	$(BIN)/python bench/factory_parallel_bench.py

@@ -92,6 +92,39 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
     ])
 
 
+def publish_world_rows(catalog_root: Path, bundle: Path) -> None:
+    """Every catalog row of a published world, from its bundle alone: worlds, tasks, rollouts, traces.
+
+    The bundle stage calls this once, after the rename that publishes the world; rebuild_catalog
+    calls it for every bundle and gives the same rows. Costs are the exception: they record what
+    the build spent, stage by stage, failed worlds included (write_cost_rows).
+    """
+    import json
+
+    from worldfactory.rollouts import read_traces_file
+
+    manifest = json.loads((bundle / "world.json").read_text())
+    served = set(json.loads((bundle / "verifiers.json").read_text())["tasks"])
+    tasks = [Task.model_validate_json(line) for line in (bundle / "tasks.jsonl").read_text().splitlines() if line]
+    write_world_rows(catalog_root, manifest, [t for t in tasks if t.task_id in served], str(bundle))
+    rollouts, traces = read_traces_file((bundle / "traces.jsonl.gz").read_bytes())
+    wid = manifest["world_id"]
+    for table, rows in (("rollouts", rollouts), ("traces", traces)):
+        for policy in sorted({r["policy"] for r in rows}):
+            write_policy_rows(catalog_root, table, wid, policy, [r for r in rows if r["policy"] == policy])
+
+
+def rebuild_catalog(data_root: Path) -> list[str]:
+    """The worlds, tasks, rollouts and traces catalogs again, from the published bundles alone."""
+    built = []
+    for bundle in sorted((data_root / "worlds").glob("*/world.json")):
+        for table in ("worlds", "tasks", "rollouts", "traces"):
+            shutil.rmtree(data_root / "catalog" / table / f"world_id={bundle.parent.name}", ignore_errors=True)
+        publish_world_rows(data_root / "catalog", bundle.parent)
+        built.append(bundle.parent.name)
+    return built
+
+
 def write_cost_rows(catalog_root: Path, world_id: str, costs: dict[str, Any]) -> None:
     """One row per stage that has run for this world (a failed world's spend is still recorded)."""
     rows = [{"stage": stage, **cost.model_dump()} for stage, cost in sorted(costs.items())]

@@ -415,12 +415,8 @@ def run_stage(stage: Any, kind: str, ctx: Any) -> Any:
         "stage", stage=stage.name, kind=kind, world_id=ctx.world_id, work=str(ctx.work.path),
         data_root=str(ctx.data_root), briefs_dir=str(ctx.briefs_dir) if ctx.briefs_dir else None,
         inputs=ctx.inputs, rollout=ctx.rollout.model_dump())
-    from worldfactory.catalog import write_policy_rows
-
     for name, data in out["writes"].items():
         ctx.work.write(_safe_name(name), data)
-    for table, label, rows in out["catalog"]:
-        write_policy_rows(ctx.data_root / "catalog", table, ctx.world_id, label, rows)
     for key, value in out["usage"].items():
         if key in ("llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections"):
             setattr(ctx.usage, key, value)
@@ -435,7 +431,6 @@ def _safe_name(name: str) -> str:
 
 def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, briefs_dir: str | None,
                inputs: str, rollout: dict[str, Any]) -> dict[str, Any]:
-    import worldfactory.catalog as catalog
     from worldfactory.rollouts import RolloutConfig
     from worldfactory.stages import STAGE_BY_NAME
     from worldfactory.stages import core as S
@@ -456,18 +451,12 @@ def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, 
                 return self.written[name]
             return super().read(name, stage_name)
 
-    rows: list[list[Any]] = []
     cap = CaptureWorkDir(Path(work), world_id)
     ctx = S.BuildContext(world_id=world_id, templates=None, work=cap, data_root=Path(data_root),  # type: ignore[arg-type]
                          briefs_dir=Path(briefs_dir) if briefs_dir else None, inputs=inputs,
                          rollout=RolloutConfig(**rollout), cache=_CTX_CACHE)
-    real = catalog.write_policy_rows
-    catalog.write_policy_rows = lambda _root, table, _wid, label, r: rows.append([table, label, r])  # type: ignore
-    try:
-        result = getattr(STAGE_BY_NAME[stage], kind)(ctx)
-    finally:
-        catalog.write_policy_rows = real
-    return {"result": result, "writes": cap.written, "catalog": rows, "usage": ctx.usage.model_dump()}
+    result = getattr(STAGE_BY_NAME[stage], kind)(ctx)  # stages write only their files; catalogs come later
+    return {"result": result, "writes": cap.written, "usage": ctx.usage.model_dump()}
 
 
 _CTX_CACHE: dict[str, Any] = {}

@@ -9,6 +9,7 @@ learning signal and are dropped.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import Callable
 from typing import Any
@@ -156,6 +157,39 @@ def trace_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
                          "result_json": result_json, "error": not s.ok, "error_text": s.error or "",
                          "result_sha256": result_hash_json(s.ok, result_json, s.error), "latency_us": s.latency_us})
     return rows
+
+
+TIMING = {"rollouts": "seconds", "traces": "latency_us"}  # wall clock: in the catalogs, never in a bundle
+
+
+def traces_file(rollouts: list[Rollout]) -> bytes:
+    """Every rollout and its steps as gzipped JSON lines, one line per rollout, without wall-clock values.
+
+    The bundle keeps this file (`traces.jsonl.gz`): the rollouts proof replays from it, and the
+    rollouts and traces catalogs are derived from it, so they can be rebuilt from bundles alone.
+    Same seed and code, same bytes (gzip without a timestamp).
+    """
+    steps: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for row in trace_rows(rollouts):
+        row.pop(TIMING["traces"])
+        steps.setdefault((row.pop("task_id"), row.pop("rollout")), []).append(row)
+    lines = []
+    for row in rollout_rows(rollouts):
+        row.pop(TIMING["rollouts"])
+        lines.append(json.dumps({**row, "trace": steps.get((row["task_id"], row["rollout"]), [])}, sort_keys=True))
+    return gzip.compress("".join(line + "\n" for line in lines).encode(), compresslevel=6, mtime=0)
+
+
+def read_traces_file(data: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rollouts and traces catalog rows of a traces file (wall-clock columns empty)."""
+    rollouts, traces = [], []
+    for line in gzip.decompress(data).decode().splitlines():
+        row = json.loads(line)
+        for step in row.pop("trace"):
+            traces.append({"task_id": row["task_id"], "policy": row["policy"], "rollout": row["rollout"], **step,
+                           TIMING["traces"]: None})
+        rollouts.append({**row, TIMING["rollouts"]: None})
+    return rollouts, traces
 
 
 def replay_rows(world: World, rows: list[dict[str, Any]]) -> list[str]:

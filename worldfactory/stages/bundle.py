@@ -32,7 +32,7 @@ def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
 
 
 def make_bundle(ctx: BuildContext) -> dict[str, int]:
-    from worldfactory.catalog import write_world_rows
+    from worldfactory.catalog import publish_world_rows
     from worldfactory.stages import BUNDLE_FILES, STAGES
 
     proofs = _require_proofs(ctx)
@@ -72,7 +72,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    write_world_rows(ctx.data_root / "catalog", manifest, tasks, str(worlds / ctx.world_id))
+    publish_world_rows(ctx.data_root / "catalog", worlds / ctx.world_id)  # every row from the bundle alone
     return {"files": len(BUNDLE_FILES), "bytes": sum((worlds / ctx.world_id / n).stat().st_size
                                                       for n in BUNDLE_FILES)}
 

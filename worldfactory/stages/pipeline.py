@@ -72,11 +72,11 @@ def clean_staging(worlds: Path) -> list[Path]:
 
 
 def ensure_catalog_rows(data_root: Path, dest: Path) -> bool:
-    """A published world's `worlds` and `tasks` rows, written again if a kill after publishing lost them."""
+    """A published world's catalog rows, written again from its bundle if a kill after publishing lost them."""
     import hashlib
 
-    from worldfactory.catalog import write_world_rows
-    from worldfactory.runtime.world import World, read_bundle
+    from worldfactory.catalog import publish_world_rows
+    from worldfactory.runtime.world import read_bundle
 
     part = data_root / "catalog" / "worlds" / f"world_id={dest.name}" / "part-0.parquet"
     digest = hashlib.sha256((dest / "world.json").read_bytes()).hexdigest()
@@ -85,9 +85,8 @@ def ensure_catalog_rows(data_root: Path, dest: Path) -> bool:
 
         if pq.read_table(part, columns=["world_json_sha256"]).column(0).to_pylist() == [digest]:
             return False
-    files = read_bundle(dest)
-    world = World(files, dest, code=False)  # data only: no tool code runs here
-    write_world_rows(data_root / "catalog", world.manifest, list(world.tasks.values()), str(dest))
+    read_bundle(dest)  # every file as world.json lists it, or a clear error
+    publish_world_rows(data_root / "catalog", dest)
     return True
 
 

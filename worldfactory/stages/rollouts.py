@@ -11,9 +11,8 @@ REPLAY_SAMPLE = 25  # rollout episodes whose traces the proof replays
 
 
 def make_rollouts(ctx: BuildContext) -> dict[str, int]:
-    """k rollouts per task with the configured policy; rows to the rollouts and traces catalogs."""
-    from worldfactory.catalog import write_policy_rows
-    from worldfactory.rollouts import histogram, pass_rates, rollout_rows, run_rollouts, trace_rows
+    """k rollouts per task with the configured policy: pass rates, and every trace (the catalogs' source)."""
+    from worldfactory.rollouts import histogram, pass_rates, run_rollouts, traces_file
 
     world = ctx.world(STAGE)
     cfg = ctx.rollout
@@ -22,9 +21,7 @@ def make_rollouts(ctx: BuildContext) -> dict[str, int]:
     ctx.usage.llm_prompt_tokens += sum(r.prompt_tokens for r in rollouts)
     ctx.usage.llm_completion_tokens += sum(r.completion_tokens for r in rollouts)
     ctx.usage.cost_usd += round(sum(r.cost_usd for r in rollouts), 6)
-    catalog = ctx.data_root / "catalog"
-    write_policy_rows(catalog, "traces", ctx.world_id, cfg.label, trace_rows(rollouts))
-    write_policy_rows(catalog, "rollouts", ctx.world_id, cfg.label, rollout_rows(rollouts))
+    ctx.work.write("traces.jsonl.gz", traces_file(rollouts))
     summary = {"policy": cfg.label, "k": cfg.k, "histogram": histogram(rates),
                "pass_rates": {tid: [p, n] for tid, (p, n) in rates.items()}}
     if cfg.policy != "openai":  # a model's run is not reproducible; a synthetic one is, byte for byte
@@ -36,15 +33,14 @@ def make_rollouts(ctx: BuildContext) -> dict[str, int]:
 
 def prove_rollouts(ctx: BuildContext) -> dict[str, int | float | str]:
     """Every task has k rollouts, and recorded traces replay identically step by step on fresh state."""
-    from worldfactory.catalog import read_world_rows
-    from worldfactory.rollouts import replay_rows
+    from worldfactory.rollouts import read_traces_file, replay_rows
 
     world = ctx.world(STAGE)
     summary = json.loads(ctx.work.read("rollouts.json", STAGE.name))
     missing = [t for t in world.tasks if t not in summary["pass_rates"]]
     if missing:
         raise StageError(f"{len(missing)} tasks have no rollouts, e.g. {missing[0]}")
-    rows = read_world_rows(ctx.data_root / "catalog", "traces", ctx.world_id, summary["policy"])
+    _, rows = read_traces_file(ctx.work.read("traces.jsonl.gz", STAGE.name))
     episodes: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in rows:
         episodes.setdefault((row["task_id"], row["rollout"]), []).append(row)
@@ -62,7 +58,7 @@ STAGE = Stage(
     proves=("every task has k rollouts and sampled traces replay identically"),
     make=make_rollouts,
     prove=prove_rollouts,
-    writes=("rollouts.json",),
+    writes=("rollouts.json", "traces.jsonl.gz"),
     reads=("brief.json", "spec.json", "schema.sql", "seed.db",
            "tools.py", "tools.json", "tasks.jsonl", "verifiers.json"),
     confined=("make", "prove"),
