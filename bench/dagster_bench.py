@@ -4,8 +4,8 @@ Three passes, each into a fresh data root (and a fresh on-disk Dagster instance)
   engine   build_world() per world, no Dagster;
   per-run  `worldfactory build` path, one Dagster run per world (the default, full isolation);
   batched  the same path with --batch, one run per range of worlds.
-Prints seconds per world and the overhead ratios (Dagster time / engine time). ARCHITECTURE
-section 10 aims at <= 1.2 when batched. Usage: python bench/dagster_bench.py [N_WORLDS] [BATCH]
+Prints seconds per world and the overhead ratios (Dagster time / engine time); the aim is at
+most 1.1. Usage: python bench/dagster_bench.py [N_WORLDS] [BATCH]
 """
 
 from __future__ import annotations

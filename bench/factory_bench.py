@@ -5,7 +5,7 @@ validity check), one process, one core, into a temp folder. Prints a table of CP
 stage (make, prove; child processes included: the tools proof runs in a sandboxed child) and
 the total, then the top of a cProfile of the slowest stage of the first world. CPU seconds, not
 wall: a busy machine inflates wall time, not the work done.
-The target (ARCHITECTURE section 10) is at most 3 s per world.
+The target is at most 3 s per world.
 Usage: python bench/factory_bench.py [--profile N] [WORLD_ID ...]
 """
 

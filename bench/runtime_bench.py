@@ -1,6 +1,6 @@
 """Speed figures for the notes: build time, reset, tool call (in process and in-memory MCP), verify.
 
-Not part of the test run. Prints one table; targets are in ARCHITECTURE section 10.
+Not part of the test run. Prints one table, with the targets on its last line.
 """
 
 from __future__ import annotations

@@ -100,3 +100,11 @@ def test_no_engine_module_loads_dagster() -> None:
     count, loaded = r.stdout.split(" ", 1)
     assert int(count) >= 30  # the whole engine, cli.py included
     assert loaded.strip() == "[]"
+
+
+def test_the_repository_cites_nothing_outside_itself() -> None:
+    """The README, docs, code and benches stand alone: no pointer to a design document kept elsewhere."""
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "bench").glob("*.py"),
+             *(ROOT / "worldfactory").rglob("*.py"), *(ROOT / "world_templates").rglob("*.md")]
+    cited = [str(p.relative_to(ROOT)) for p in files if re.search(r"\.\./shared|ARCHITECTURE\b", p.read_text())]
+    assert cited == []

@@ -1,4 +1,4 @@
-"""Stage 7: the bundle's manifest (world.json) and its page (README.md), and atomic publishing.
+"""The bundle's manifest (world.json) and its page (README.md), and atomic publishing.
 
 A bundle is written to a staging folder beside its destination and renamed into place only when
 every stage has passed, so a crash mid-build leaves no half-written world.
@@ -7,7 +7,6 @@ every stage has passed, so a crash mid-build leaves no half-written world.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 from collections import Counter
@@ -102,9 +101,3 @@ def publish(staging: Path, dest: Path) -> None:
     staging.rename(dest)
     if trash.exists():
         shutil.rmtree(trash)
-
-
-def write_json(path: Path, data: Any) -> bytes:
-    raw = (json.dumps(data, indent=1, sort_keys=True, default=str) + "\n").encode()
-    path.write_bytes(raw)
-    return raw

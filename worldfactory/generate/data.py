@@ -1,4 +1,4 @@
-"""Stage 3: WorldSpec -> seed.db, consistent fictional operational data.
+"""WorldSpec -> seed.db, consistent fictional operational data.
 
 Rows are generated table by table in foreign-key order from the column generators declared in
 the templates; child tables can be generated per parent row in given states (a paid claim gets a

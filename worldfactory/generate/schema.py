@@ -1,4 +1,4 @@
-"""Stage 2: Brief -> WorldSpec and schema.sql (tables, keys, CHECKs, enums).
+"""Brief -> WorldSpec and schema.sql (tables, keys, CHECKs, enums).
 
 Module and domain tables are composed, `$anchor` is resolved to the domain's core record, and
 tables are ordered so that every foreign key points to an earlier table.

@@ -1,4 +1,4 @@
-"""Stage 4: WorldSpec -> tools.py (generated Python) and tools.json (MCP manifests).
+"""WorldSpec -> tools.py (generated Python) and tools.json (MCP manifests).
 
 Per table: search and get; create and update where the template allows; one tool per workflow
 transition, with its state check, business-rule guards and side effects. The manifest carries

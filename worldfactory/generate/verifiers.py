@@ -1,4 +1,4 @@
-"""Stage 6: verifiers. Replay each oracle on fresh state to get its gold end state.
+"""Verifiers: replay each oracle on fresh state to get its gold end state.
 
 A verifier compares the agent's normalised diff against the seed with the gold diff over every
 table (anything changed that the oracle did not change fails), and the answer exactly after

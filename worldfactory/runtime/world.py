@@ -24,7 +24,7 @@ from worldfactory.runtime.connections import ConnectionPool
 from worldfactory.runtime.diff import ChangeDiffer, TableNorm, changelog_ddl, inserted_bags
 from worldfactory.spec import Task, WorldSpec
 
-BUNDLE_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json")
+REQUIRED_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json")  # to load a world
 ENV_NO_VERIFY = "WORLDFACTORY_NO_VERIFY"  # development only: open bundles whose files differ from world.json
 
 
@@ -114,7 +114,7 @@ class World:
                  code: bool = True) -> None:
         """static=False skips the allowlist check of tools.py (tests of the deeper layers only);
         code=False loads the data alone, never executing tools.py (the stand-in of a confined world)."""
-        missing = [f for f in BUNDLE_FILES if f not in files]
+        missing = [f for f in REQUIRED_FILES if f not in files]
         if missing:
             where = str(path) if path else "world"
             raise WorldError(f"{where}: not a complete world bundle; missing {', '.join(missing)}")
