@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import time
 import warnings
 from collections.abc import Callable
@@ -27,8 +28,12 @@ from resources.world_store import WorldStore
 from worldfactory.catalog import remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
+from worldfactory.stages.pipeline import ensure_catalog_rows
 
-# The daemon marks runs whose worker died (a kill mid-build) as failed, instead of STARTED forever.
+# The daemon's run monitoring cancels runs that never start (start_timeout_seconds). It cannot see a
+# STARTED run whose process was killed: for the default run launcher and execute_in_process there is
+# no run worker to check (DefaultRunLauncher.supports_check_run_worker_health is False), so the CLI
+# tags each run with its process and fails the runs of dead processes itself (fail_dead_runs).
 RUN_MONITORING = """run_monitoring:
   enabled: true
   start_timeout_seconds: 180
@@ -41,6 +46,49 @@ telemetry:
   enabled: false
 """ + RUN_MONITORING
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+PROCESS_TAG = "worldfactory/process"  # host:pid:start time of the process that runs the build
+
+
+def _start_ticks(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot, from /proc), so a reused pid is not taken for it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_tag() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_ticks(os.getpid()) or ''}"
+
+
+def _alive(tag: str) -> bool:
+    _host, pid, ticks = tag.rsplit(":", 2)
+    if not Path(f"/proc/{pid}").exists():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except (PermissionError, ValueError):
+            return True
+        return not ticks  # no /proc here to compare start times: the pid is alive
+    return _start_ticks(int(pid)) == ticks
+
+
+def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark failed the in-progress runs this host's builds started whose process is gone (killed mid-build)."""
+    host = socket.gethostname()
+    failed = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=[
+            dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+            dg.DagsterRunStatus.CANCELING])):
+        run = record.dagster_run
+        tag = run.tags.get(PROCESS_TAG, "")
+        if tag.count(":") < 2 or tag.rsplit(":", 2)[0] != host or _alive(tag):
+            continue
+        instance.report_run_failed(run, f"the process that ran this build ({tag.rsplit(':', 2)[1]} on {host}) "
+                                        "is gone: it was killed or crashed mid-build")
+        failed.append(run.run_id)
+    return failed
 
 
 class WorldOutcome(BaseModel):
@@ -126,6 +174,7 @@ def _world_seconds(store: WorldStore, world_id: str) -> float:
 def _run(job: dg.JobDefinition, instance: dg.DagsterInstance, group: list[str], tags: dict[str, str]
          ) -> tuple[dg.ExecuteInProcessResult, float]:
     started = time.perf_counter()
+    tags = {**tags, PROCESS_TAG: process_tag()}
     if len(group) == 1:
         res = job.execute_in_process(instance=instance, partition_key=group[0], raise_on_error=False,
                                      run_config=QUIET, tags=tags)
@@ -195,6 +244,7 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     instance = open_instance()
+    fail_dead_runs(instance)
     defs = make_definitions(store)
     job = defs.resolve_job_def("world_build")
     existing = set(instance.get_dynamic_partitions(world_partitions.name))
@@ -215,7 +265,8 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
     for wid in ids:
         if wid in stale:
             todo.append(wid)
-        else:
+        else:  # current: its catalog rows are written again if a kill after publishing lost them
+            ensure_catalog_rows(store.data_root, store.data_root / "worlds" / wid)
             finish(WorldOutcome(world_id=wid, ok=True, skipped=True))
     order = instance.get_dynamic_partitions(world_partitions.name)
     groups = contiguous_batches(todo, order, max(1, batch))

@@ -83,9 +83,11 @@ def short(text: str, limit: int = MESSAGE_CHARS) -> str:
 
 def _error_text(e: Any) -> str:
     message = e.message
-    quoted = repr(e.instance)
-    if len(quoted) > QUOTE_CHARS + 10 and quoted in message:
-        message = message.replace(quoted, f"{quoted[:QUOTE_CHARS]}... ({len(quoted)} characters)")
+    values = [e.instance, *e.instance] if isinstance(e.instance, dict) else [e.instance]  # unknown keys are named
+    for value in values:
+        quoted = repr(value)
+        if len(quoted) > QUOTE_CHARS + 10 and quoted in message:
+            message = message.replace(quoted, f"{quoted[:QUOTE_CHARS]}... ({len(quoted)} characters)")
     return short(message, 300)
 
 

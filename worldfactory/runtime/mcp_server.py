@@ -16,7 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.runtime.episode import Episode, schema_message
+from worldfactory.runtime.episode import Episode
 from worldfactory.runtime.world import World
 
 
@@ -51,11 +51,10 @@ class WorldServer(MCPServer):
         self._world = world
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        validator = self._world.validators.get(name)
-        if validator is not None:
-            errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-            if errors:
-                raise ToolError(schema_message(name, errors))
+        if name in self._world.validators:
+            error = self._world.argument_error(name, arguments)
+            if error is not None:
+                raise ToolError(error)
         return await super().call_tool(name, arguments, context)
 
 

@@ -197,9 +197,12 @@ class World:
             return None
         from worldfactory.runtime.episode import schema_message
 
-        errors = sorted(self.validators[tool].iter_errors(args), key=lambda e: list(e.absolute_path))
-        if errors:
-            return schema_message(tool, errors)
+        try:
+            errors = sorted(self.validators[tool].iter_errors(args), key=lambda e: list(e.absolute_path))
+            if errors:
+                return schema_message(tool, errors)
+        except RecursionError:  # the wording reprs the value: one nested thousands deep is refused unworded
+            return f"invalid arguments for {tool}: a value is nested too deeply"
         return f"invalid arguments for {tool}: a number is out of range (not finite, or too large)"
 
     def use_verifiers(self, verifiers: dict[str, Any]) -> None:
