@@ -15,6 +15,7 @@ from assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_conditi
 from pipelines.partitions import world_partitions
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore
+from worldfactory.generate.page import PAGE
 from worldfactory.stages import STAGES
 from worldfactory.stages.core import Proof, Stage, StageReport, run_make, run_prove
 
@@ -38,7 +39,19 @@ def report_metadata(report: StageReport, store: WorldStore) -> dict[str, Any]:
     }
     meta.update({name: dg.MetadataValue.int(v) for name, v in sorted(report.counts.items())})
     meta.update({f"sha256/{name}": dg.MetadataValue.text(h) for name, h in sorted(report.files.items())})
+    if PAGE in report.files:  # the stage wrote the world's web page: link the published copy
+        meta["page"] = dg.MetadataValue.path(str((store.data_root / "worlds" / report.world_id / PAGE).resolve()))
+    meta["summary"] = dg.MetadataValue.md(summary_markdown(report))
     return meta
+
+
+def summary_markdown(report: StageReport) -> str:
+    """A Markdown table of the stage's counts and cost, for the asset's page in the UI."""
+    c = report.cost
+    rows = [*sorted(report.counts.items()), ("wall seconds", f"{c.wall_seconds:.2f}"),
+            ("model tokens", c.llm_prompt_tokens + c.llm_completion_tokens), ("cost (USD)", f"{c.cost_usd:.4f}")]
+    return "\n".join([f"**{report.stage}** of `{report.world_id}`", "", "| | |", "|---|---|",
+                      *[f"| {k} | {v} |" for k, v in rows]])
 
 
 def proof_metadata(proof: Proof) -> dict[str, Any]:

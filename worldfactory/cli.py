@@ -427,6 +427,37 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_page(args: argparse.Namespace) -> int:
+    from worldfactory.generate.page import bundle_page
+
+    page = bundle_page(resolve_world(args.world)).encode()
+    if args.out:
+        Path(args.out).write_bytes(page)
+        print(f"wrote {args.out} ({len(page)} bytes)")
+    else:
+        sys.stdout.buffer.write(page)
+    return 0
+
+
+def cmd_site(args: argparse.Namespace) -> int:
+    from worldfactory.site import export, make_server
+
+    root = _root(args)
+    if args.out:
+        written = export(root, Path(args.out))
+        print(f"wrote {len(written)} files under {args.out} (open {Path(args.out) / 'index.html'})")
+        return 0
+    server = make_server(root, args.host, args.port)
+    ERR.print(f"catalog site on http://{args.host}:{server.server_address[1]}/ (data: {root}; Ctrl-C stops it)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     from pipelines.runner import delete_world, world_store
     from worldfactory.briefs import BRIEF_ID_RE
@@ -559,6 +590,18 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="a JSON array, one object per row")
     q.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     q.set_defaults(fn=cmd_query)
+
+    pg = sub.add_parser("page", help="a world's web page (the bundle's index.html, rendered again)")
+    pg.add_argument("world", metavar="WORLD")
+    pg.add_argument("--out", help="write it to this file (default: stdout)")
+    pg.set_defaults(fn=cmd_page)
+
+    st = sub.add_parser("site", help="the catalog site: every built world, filters and plots (loopback)")
+    st.add_argument("--host", default="127.0.0.1")
+    st.add_argument("--port", type=int, default=8080)
+    st.add_argument("--out", help="write a static export to this folder instead of serving")
+    st.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    st.set_defaults(fn=cmd_site)
 
     d = sub.add_parser("delete", help="remove a world's bundle, catalog rows and Dagster partition")
     d.add_argument("world_id", metavar="WORLD_ID")

@@ -1,4 +1,4 @@
-"""world_bundle: the manifest and page, then the whole bundle published by one rename."""
+"""world_bundle: the manifest, README and web page (index.html), then the whole bundle published by one rename."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import shutil
 
 from worldfactory import confine
 from worldfactory.generate.bundle import publish, sha256, world_manifest, world_readme
+from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
 from worldfactory.stages.core import BuildContext, Proof, Stage, StageError
 
@@ -57,6 +58,12 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)
+    try:
+        page = world_page(ctx.work.path, manifest).encode()  # after README.md: the page lists its hash too
+    except PageError as exc:
+        raise StageError(f"{ctx.world_id}: the world page: {exc}") from None
+    manifest["files"][PAGE] = sha256(page)
+    ctx.work.write(PAGE, page)
     raw_manifest = (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode()
     ctx.work.write("world.json", raw_manifest)
 
@@ -93,6 +100,6 @@ STAGE = Stage(
     proves=("the published bundle opens and its files match world.json"),
     make=make_bundle,
     prove=prove_bundle,
-    writes=("README.md", "world.json"),
+    writes=("README.md", PAGE, "world.json"),
     confined=("prove",),
 )

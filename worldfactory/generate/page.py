@@ -1,0 +1,337 @@
+"""The bundle's web page (index.html): one self-contained file that shows a world.
+
+Everything is rendered at build time from the bundle's own files: the schema's entity-relationship
+diagram by Graphviz (`dot -Tsvg`, Debian package `graphviz`), the plots as hand-written SVG, no
+script, no font, image or style from anywhere else. Every string that comes from the world (names
+from packs, briefs and, later, models) is escaped. The page is deterministic: the same bundle
+files give the same bytes (no timestamps, no wall-clock numbers; seconds stay in the catalog).
+"""
+
+from __future__ import annotations
+
+import gzip
+import html
+import json
+import re
+import shutil
+import sqlite3
+import subprocess
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from worldfactory.generate.tools import ToolSpec, tool_specs
+from worldfactory.spec import Task, WorldSpec
+
+PAGE = "index.html"
+SAMPLE_ROWS = 3
+CELL_CHARS = 60
+
+
+class PageError(RuntimeError):
+    """The page cannot be rendered (Graphviz missing or failing); the message says what to do."""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _short(value: Any, n: int = CELL_CHARS) -> str:
+    text = "NULL" if value is None else str(value)
+    return text if len(text) <= n else text[: n - 1] + "\u2026"
+
+
+# --- SVG plots (shared with the catalog site) ------------------------------------------------
+
+
+def vbar_svg(title: str, items: list[tuple[str, float]], fmt: str = "{:g}", width: int = 520,
+             height: int = 220, color: str = "#3b6ea5") -> str:
+    """A vertical bar chart: one bar per (label, value), the value written on top."""
+    pad_l, pad_b, pad_t = 10, 40, 36
+    n = max(len(items), 1)
+    vmax = max([v for _, v in items] + [1e-9])
+    slot = (width - 2 * pad_l) / n
+    plot_h = height - pad_b - pad_t
+    parts = [f'<svg class="plot" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg" '
+             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+             f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" class="t">{esc(title)}</text>',
+             f'<line x1="{pad_l}" y1="{height - pad_b}" x2="{width - pad_l}" y2="{height - pad_b}" stroke="#888"/>']
+    for i, (label, value) in enumerate(items):
+        h = plot_h * value / vmax
+        x = pad_l + i * slot + slot * 0.15
+        y = height - pad_b - h
+        parts.append(f'<rect class="bar" x="{x:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{h:.1f}" '
+                     f'fill="{color}"><title>{esc(label)}: {esc(fmt.format(value))}</title></rect>')
+        parts.append(f'<text x="{x + slot * 0.35:.1f}" y="{y - 4:.1f}" text-anchor="middle">'
+                     f'{esc(fmt.format(value))}</text>')
+        parts.append(f'<text x="{x + slot * 0.35:.1f}" y="{height - pad_b + 16}" text-anchor="middle">'
+                     f'{esc(_short(label, 18))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def hbar_svg(title: str, items: list[tuple[str, float]], vmax: float | None = None, fmt: str = "{:g}",
+             width: int = 520, color: str = "#4a8c5c") -> str:
+    """A horizontal bar chart: one row per (label, value), for long labels."""
+    row, pad_t, label_w = 22, 28, 170
+    height = pad_t + row * max(len(items), 1) + 8
+    top = vmax if vmax is not None else max([v for _, v in items] + [1e-9])
+    bar_w = width - label_w - 70
+    parts = [f'<svg class="plot" role="img" aria-label="{esc(title)}" xmlns="http://www.w3.org/2000/svg" '
+             f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
+             f'<text x="{width / 2:.1f}" y="16" text-anchor="middle" class="t">{esc(title)}</text>']
+    for i, (label, value) in enumerate(items):
+        y = pad_t + i * row
+        w = bar_w * (value / top if top else 0)
+        parts.append(f'<text x="{label_w - 6}" y="{y + 15}" text-anchor="end">{esc(_short(label, 26))}</text>')
+        parts.append(f'<rect x="{label_w}" y="{y + 3}" width="{bar_w}" height="{row - 6}" fill="#eee"/>')
+        parts.append(f'<rect class="bar" x="{label_w}" y="{y + 3}" width="{w:.1f}" height="{row - 6}" '
+                     f'fill="{color}"><title>{esc(label)}: {esc(fmt.format(value))}</title></rect>')
+        parts.append(f'<text x="{label_w + bar_w + 6}" y="{y + 15}">{esc(fmt.format(value))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# --- the ER diagram --------------------------------------------------------------------------
+
+
+def er_dot(spec: WorldSpec) -> str:
+    """Graphviz source: a node per table (its columns, keys marked), an edge per foreign key."""
+    names = {t.name for t in spec.tables}
+    lines = ["digraph schema {", '  graph [rankdir=LR, fontname="Helvetica", nodesep=0.25, ranksep=0.6];',
+             '  node [shape=plaintext, fontname="Helvetica", fontsize=10];',
+             '  edge [color="#5a6f8c", arrowsize=0.6, fontname="Helvetica", fontsize=8];']
+    for t in spec.tables:
+        rows = [f'<tr><td bgcolor="#dbe6f3" align="left"><b>{esc(t.name)}</b></td></tr>',
+                '<tr><td align="left" port="id">id PK</td></tr>']
+        for c in t.columns:
+            mark = " FK" if c.ref in names else (" ref" if c.poly_ref else "")
+            rows.append(f'<tr><td align="left" port="{esc(c.name)}">{esc(c.name)}{mark}'
+                        f'<font color="#777"> {esc(c.type)}</font></td></tr>')
+        lines.append(f'  "{t.name}" [label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2">'
+                     f'{"".join(rows)}</table>>];')
+    for t in spec.tables:
+        for c in t.columns:
+            if c.ref in names:
+                lines.append(f'  "{t.name}":"{c.name}" -> "{c.ref}":"id";')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def er_svg(spec: WorldSpec) -> str:
+    """The ER diagram as an inline <svg> element, rendered by Graphviz's dot."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise PageError("Graphviz's `dot` is not on PATH: the world page renders its ER diagram with it. "
+                        "Install the Debian package `graphviz` (apt-get install -y graphviz)")
+    proc = subprocess.run([dot, "-Tsvg"], input=er_dot(spec).encode(), capture_output=True, timeout=120)
+    if proc.returncode != 0:
+        raise PageError(f"dot -Tsvg failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:500]}")
+    svg = proc.stdout.decode()
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog, doctype and the version comment
+    svg = re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)
+    return svg.replace("<svg ", '<svg class="er" role="img" aria-label="entity-relationship diagram" ', 1)
+
+
+# --- the page --------------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[Any]], cls: str = "") -> str:
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _signature(tool: ToolSpec) -> str:
+    parts = []
+    for p in tool.params:
+        kind = "|".join(p.enum) if p.enum else p.type
+        parts.append(f"{p.name}: {kind}" if p.required else f"{p.name}: {kind} = {p.default!r}")
+    return f"{tool.name}({', '.join(parts)})"
+
+
+def _sample_rows(con: sqlite3.Connection, table: str, n: int = SAMPLE_ROWS) -> tuple[list[str], list[list[Any]]]:
+    cur = con.execute(f'SELECT * FROM "{table}" ORDER BY id LIMIT {int(n)}')
+    return [d[0] for d in cur.description], [[_short(v) for v in r] for r in cur.fetchall()]
+
+
+def _sample_trace(traces_gz: bytes, curated: set[str]) -> dict[str, Any] | None:
+    """The first passing rollout of a curated task with a short trace (or the first rollout at all)."""
+    rows = [json.loads(line) for line in gzip.decompress(traces_gz).decode().splitlines() if line]
+    rows.sort(key=lambda r: (r["task_id"], r["policy"], r["rollout"]))
+    for want in (lambda r: r["task_id"] in curated and r["reward"] >= 1 and 3 <= len(r["trace"]) <= 12,
+                 lambda r: r["reward"] >= 1, lambda r: True):
+        for r in rows:
+            if want(r):
+                return r
+    return None
+
+
+CSS = """
+body{font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#1f3b5a;color:#fff;padding:18px 28px}header h1{margin:0 0 4px;font-size:24px}
+header p{margin:2px 0;opacity:.9}main{padding:8px 28px 40px;max-width:1400px}
+h2{border-bottom:2px solid #1f3b5a;padding-bottom:3px;margin-top:32px}
+table{border-collapse:collapse;margin:8px 0;background:#fff;font-size:12.5px}
+th,td{border:1px solid #ccd;padding:3px 7px;text-align:left;vertical-align:top}th{background:#e8eef5}
+.scroll{overflow:auto;max-height:720px;border:1px solid #ccd;background:#fff}
+.plots{display:flex;flex-wrap:wrap;gap:18px}.plot{background:#fff;border:1px solid #ccd}
+.plot text{font-size:11px;fill:#333}.plot text.t{font-size:13px;font-weight:bold}
+code,pre{font-family:Menlo,Consolas,monospace;font-size:12px}pre{background:#f0f0f0;padding:10px;overflow:auto}
+.kpi{display:flex;gap:14px;flex-wrap:wrap}.kpi div{background:#fff;border:1px solid #ccd;padding:8px 14px}
+.kpi b{display:block;font-size:20px;color:#1f3b5a}details{margin:6px 0}summary{cursor:pointer;font-weight:bold}
+nav a{margin-right:12px;color:#1f3b5a}.note{color:#666;font-style:italic}
+"""
+
+
+def world_page(folder: Path, manifest: dict[str, Any]) -> str:
+    """The page of the world whose stage files are in `folder` (a work folder or a published bundle).
+
+    `manifest` is world.json as the bundle stage has it before the page is added: its `files` list
+    every other file but world.json itself. `worldfactory page` passes the published world.json
+    with `index.html` taken out, and gets the same bytes.
+    """
+    spec = WorldSpec.model_validate_json((folder / "spec.json").read_text())
+    b = spec.brief
+    tools = tool_specs(spec)
+    served = set(json.loads((folder / "verifiers.json").read_text())["tasks"])
+    tasks = [t for t in (Task.model_validate_json(line) for line in (folder / "tasks.jsonl").read_text().splitlines()
+                         if line) if t.task_id in served]
+    curated = {json.loads(line)["task_id"] for line in (folder / "curated_tasks.jsonl").read_text().splitlines()
+               if line}
+    rollouts = json.loads((folder / "rollouts.json").read_text())
+    rates: dict[str, list[int]] = rollouts.get("pass_rates", {})
+    report = [json.loads(line) for line in (folder / "verifier_report.jsonl").read_text().splitlines() if line]
+    c = manifest["counts"]
+    wid = b.world_id
+    out: list[str] = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
+        'img-src data:">',
+        f"<title>{esc(b.company_name)}: {esc(wid)}</title><style>{CSS}</style></head><body>",
+        f"<header><h1>{esc(b.company_name)}</h1><p><code>{esc(wid)}</code>: a fictional {esc(b.company_type)} "
+        f"company in the {esc(b.domain)} domain; the world clock reads {esc(b.clock)}.</p>"
+        f"<p>Generated by WorldFactory {esc(b.generator_version)} from seed {esc(b.generation_seed)}.</p></header>",
+        "<main><nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in (
+            ("rules", "Rules"), ("schema", "Schema"), ("tables", "Tables"), ("tools", "Tools"), ("tasks", "Tasks"),
+            ("rollouts", "Pass rates"), ("trace", "Sample trace"), ("verifiers", "Verifiers"), ("cost", "Cost"),
+            ("provenance", "Provenance"), ("use", "Use"))) + "</nav>",
+        '<div class="kpi">' + "".join(f"<div><b>{esc(v)}</b>{esc(k)}</div>" for k, v in (
+            ("tables", c["tables"]), ("rows", c["rows"]), ("tools", c["tools"]), ("tasks", c["tasks"]),
+            ("curated tasks", c.get("curated_tasks", len(curated))),
+            ("oracle passes", f"{manifest['verification']['oracle_pass']}/{manifest['verification']['tasks']}"))) +
+        "</div>",
+        '<h2 id="rules">Company and business rules</h2>',
+        f"<p>Modules: {esc(', '.join(b.modules))}. Departments: {esc(', '.join(b.departments))}.</p>",
+        _table(["rule", "value", "name"], [[r.label, f"{b.rules[r.name]:g}", r.name] for r in spec.rules], "rules"),
+        '<h2 id="schema">Schema</h2>',
+        f"<p>{len(spec.tables)} tables; an arrow runs from each foreign key to the table it references.</p>",
+        f'<div class="scroll" id="er">{er_svg(spec)}</div>',
+        '<h2 id="tables">Tables</h2>',
+    ]
+    con = sqlite3.connect(f"file:{folder / 'seed.db'}?mode=ro&immutable=1", uri=True)
+    samples = {}
+    try:
+        for t in spec.tables:
+            samples[t.name] = (*_sample_rows(con, t.name),
+                               int(con.execute(f'SELECT count(*) FROM "{t.name}"').fetchone()[0]))
+    finally:
+        con.close()
+    for t in spec.tables:
+        cols, sample, rows_n = samples[t.name]
+        out.append(f'<details class="tbl"><summary>{esc(t.name)}: {rows_n} rows</summary>'
+                   f"<p>{esc(t.description or t.singular)}</p><div class=\"scroll\">"
+                   f"{_table(cols, sample, 'sample')}</div></details>")
+    out += ['<h2 id="tools">Tools</h2>',
+            _table(["tool", "signature", "read-only", "destructive", "idempotent", "provenance", "description"],
+                   [[t.name, _signature(t), "yes" if t.read_only else "no", "yes" if t.destructive else "no",
+                     "yes" if t.idempotent else "no", t.provenance, t.description] for t in tools], "tools"),
+            '<h2 id="tasks">Tasks by family</h2>']
+    by_family: dict[str, list[Task]] = defaultdict(list)
+    for t in tasks:
+        by_family[t.family].append(t)
+    for family, ts in sorted(by_family.items()):
+        out.append(f"<details><summary>{esc(family)} ({len(ts)} tasks)</summary>")
+        out.append(_table(["task", "instruction", "oracle steps", "pass rate", "curated"],
+                          [[t.task_id, t.instruction, len(t.oracle),
+                            (f"{rates[t.task_id][0]}/{rates[t.task_id][1]}" if t.task_id in rates else "n/a"),
+                            "yes" if t.task_id in curated else "no"] for t in ts], "tasks"))
+        out.append("</details>")
+    hist = rollouts.get("histogram", {})
+    order = ["0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1"]
+    family_rates = []
+    for family, ts in sorted(by_family.items()):
+        got = [rates[t.task_id] for t in ts if t.task_id in rates]
+        family_rates.append((family, sum(p for p, _ in got) / max(sum(k for _, k in got), 1)))
+    out += ['<h2 id="rollouts">Pass rates</h2>',
+            f"<p>{esc(rollouts.get('policy', ''))} policy, k = {esc(rollouts.get('k', ''))} rollouts per task. "
+            f"Curated tasks are those with a pass rate strictly between 0 and 1.</p>",
+            '<div class="plots">',
+            vbar_svg("Pass band: tasks per pass-rate bucket",
+                     [(k, float(hist[k])) for k in order if k in hist] +
+                     [(k, float(v)) for k, v in sorted(hist.items()) if k not in order]),
+            hbar_svg("Pass rate per family", family_rates, vmax=1.0, fmt="{:.0%}"),
+            "</div>"]
+    trace = _sample_trace((folder / "traces.jsonl.gz").read_bytes(), curated)
+    out.append('<h2 id="trace">A sample trace</h2>')
+    if trace is None:
+        out.append('<p class="note">No rollout recorded.</p>')
+    else:
+        instruction = next((t.instruction for t in tasks if t.task_id == trace["task_id"]), "")
+        out.append(f"<p>Task <code>{esc(trace['task_id'])}</code>, policy {esc(trace['policy'])}, rollout "
+                   f"{esc(trace['rollout'])}, reward {esc(trace['reward'])}: <em>{esc(instruction)}</em></p>")
+        out.append(_table(["step", "tool", "arguments", "result"],
+                          [[s["step"], s["tool"], _short(s["args_json"], 160),
+                            ("error: " + _short(s.get("error_text") or "", 160)) if s.get("error")
+                            else _short(s["result_json"], 160)] for s in trace["trace"]], "trace"))
+    validity = manifest.get("verifier_validity", {})
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in report:
+        for m in r.get("mutant_results", []):
+            outcome = "equivalent" if m.get("equivalent") else ("missed" if m.get("passed") else "caught")
+            kinds[m["kind"]][outcome] += 1
+            kinds[m["kind"]]["mutants"] += 1
+    out += ['<h2 id="verifiers">Verifier validity</h2>',
+            f"<p>Every oracle plan must score 1 and doing nothing 0; each mutant of a plan that changes the final "
+            f"state must score 0. {esc(validity.get('caught', 0))} of "
+            f"{esc(validity.get('mutants', 0) - validity.get('equivalent', 0))} state-changing mutants caught "
+            f"(rate {esc(validity.get('caught_rate', ''))}); {esc(validity.get('equivalent', 0))} mutants left "
+            f"the state as gold; reordered independent steps passed {esc(validity.get('reordered_pass', 0))}/"
+            f"{esc(validity.get('reordered_checked', 0))}.</p>",
+            _table(["mutant kind", "mutants", "caught", "missed", "equivalent"],
+                   [[k, v["mutants"], v["caught"], v["missed"], v["equivalent"]] for k, v in sorted(kinds.items())],
+                   "validity")]
+    from worldfactory.stages import STAGES  # the registry imports this module's stage: read it at run time
+
+    order = {st.name: i for i, st in enumerate(STAGES)}
+    costs = dict(sorted(manifest.get("costs", {}).items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
+    out += ['<h2 id="cost">Cost per stage</h2>',
+            _table(["stage", "prompt tokens", "completion tokens", "cost (USD)", "corrections"],
+                   [[s, v["llm_prompt_tokens"], v["llm_completion_tokens"], f"{v['cost_usd']:.4f}", v["corrections"]]
+                    for s, v in costs.items()], "costs"),
+            '<p class="note">Seconds per stage are not in the bundle (its bytes do not depend on the clock); '
+            "they are in the costs catalog: <code>worldfactory query \"SELECT stage, wall_seconds FROM costs WHERE "
+            f"world_id = '{esc(wid)}'\"</code>, and on the catalog site (<code>worldfactory site</code>).</p>",
+            '<h2 id="provenance">Provenance</h2>',
+            _table(["", ""], [["world", wid], ["seed type", b.seed_type], ["generation seed", b.generation_seed],
+                              ["generator version", b.generator_version],
+                              ["inputs fingerprint", manifest.get("inputs_fingerprint", "")]], "prov"),
+            "<p>Bundle files and their SHA-256 (world.json lists these and this page's own hash):</p>",
+            _table(["file", "sha256"], sorted(manifest["files"].items()), "hashes"),
+            '<h2 id="use">Serve, run, build</h2>',
+            "<pre>" + esc("\n".join([
+                f"worldfactory serve {wid}                    # MCP over stdio",
+                f"worldfactory serve {wid} --transport http   # streamable HTTP on 127.0.0.1:8000/mcp",
+                f"worldfactory run {wid} {tasks[0].task_id if tasks else 'TASK'} --policy oracle",
+                f"worldfactory rollouts {wid} --policy noisy -k 8",
+                f"worldfactory build {wid}                    # rebuild from world_templates/ (same bytes)",
+                f"worldfactory page {wid} --out page.html     # this page again"])) + "</pre>",
+            "</main></body></html>", ""]
+    return "\n".join(out)
+
+
+def bundle_page(bundle: Path) -> str:
+    """The page of a published bundle, from its files: the same bytes as its index.html."""
+    manifest = json.loads((bundle / "world.json").read_text())
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if k != PAGE}
+    return world_page(bundle, manifest)
