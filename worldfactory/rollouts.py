@@ -177,7 +177,7 @@ def traces_file(rollouts: list[Rollout]) -> bytes:
     for row in rollout_rows(rollouts):
         row.pop(TIMING["rollouts"])
         lines.append(json.dumps({**row, "trace": steps.get((row["task_id"], row["rollout"]), [])}, sort_keys=True))
-    return gzip.compress("".join(line + "\n" for line in lines).encode(), compresslevel=6, mtime=0)
+    return gzip.compress("".join(line + "\n" for line in lines).encode(), compresslevel=3, mtime=0)  # 0.07 s, 1.3 MB
 
 
 def read_traces_file(data: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
