@@ -16,30 +16,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from proctree import tree_memory_mib  # bench/proctree.py: bench/ is the script's folder
+
 from worldfactory import confine
 from worldfactory.runtime.world import World
 from worldfactory.stages.pipeline import build_world
 
 CALLS = 2000
 SERVED_CALLS = 3000
-
-
-def peak_rss_mib(pid: int) -> float:
-    """VmHWM of the deepest python process under pid (the confined server inside bwrap)."""
-    best = 0.0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-            for line in status.splitlines():
-                if line.startswith("VmHWM:"):
-                    best = max(best, int(line.split()[1]) / 1024)
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return best
 
 
 async def served_memory(path: Path, tool: str) -> tuple[float, float]:
@@ -50,10 +34,10 @@ async def served_memory(path: Path, tool: str) -> tuple[float, float]:
         await client.call_tool(tool, {"limit": 500})
         me = os.getpid()
         kids = [int(c) for t in Path(f"/proc/{me}/task").iterdir() for c in (t / "children").read_text().split()]
-        start = max(peak_rss_mib(k) for k in kids)
+        start = max(tree_memory_mib(k, "VmHWM") for k in kids)
         for _ in range(SERVED_CALLS):
             await client.call_tool(tool, {"limit": 500})
-        return start, max(peak_rss_mib(k) for k in kids)
+        return start, max(tree_memory_mib(k, "VmHWM") for k in kids)
 
 
 def main() -> None:

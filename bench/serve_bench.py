@@ -24,29 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+from proctree import tree_memory_mib
 
 TOKEN = "bench-token"
 CALLS = 2000
 SDK_CALLS = 300
 VERIFIES = 300
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
-
-
-def rss_mib(pid: int) -> float:
-    """VmRSS of the deepest python process under pid (the confined server inside bwrap)."""
-    best = 0.0
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    best = max(best, int(line.split()[1]) / 1024)
-            for task in Path(f"/proc/{p}/task").iterdir():
-                todo += [int(c) for c in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return best
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -167,10 +151,10 @@ def main() -> None:
             ver.append(time.perf_counter() - t)
         assert verdict["passed"], verdict
         # memory: sessions opened and each given one write, all held at once
-        before = rss_mib(proc.pid)
+        before = tree_memory_mib(proc.pid, "VmRSS")
         seconds = asyncio.run(open_sessions(port, sessions, write["name"], write["examples"]["valid"]))
         time.sleep(0.5)
-        after = rss_mib(proc.pid)
+        after = tree_memory_mib(proc.pid, "VmRSS")
         with httpx2.Client(base_url=f"http://127.0.0.1:{port}") as h:
             held = h.get("/healthz").json()["episodes"]
         seed_kib = (path / "seed.db").stat().st_size / 1024
