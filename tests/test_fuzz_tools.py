@@ -15,7 +15,7 @@ import pytest
 from tests.fuzzing import fuzz_world
 from worldfactory.runtime.world import World
 
-EXAMPLES_PER_TOOL = 5
+EXAMPLES_PER_TOOL = 4
 
 
 @pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisWarning")  # a failing call's 400 kB repr
