@@ -1,4 +1,5 @@
-"""The `worldfactory` command: seeds, build, show, run, rollouts, replay, serve, query, delete, ui."""
+"""The `worldfactory` command: seeds, check-pack, pack-schema, build, show, run, rollouts, replay, serve, query,
+delete, ui."""
 
 from __future__ import annotations
 
@@ -43,6 +44,27 @@ def resolve_world(ref: str) -> Path:
 
     raise WorldError(f"no world '{ref}': not a folder, and not built under {data_root() / 'worlds'}; "
                      f"build it with `worldfactory build {ref}`")
+
+
+def cmd_check_pack(args: argparse.Namespace) -> int:
+    """Validate domain packs, shared modules or company types without building anything."""
+    from worldfactory.packs import check_files
+
+    lines = check_files([Path(f) for f in args.files], Path(args.templates) if args.templates else None)
+    for line in lines:
+        print(line)
+    if lines:
+        print(f"{len(lines)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
+        return 2
+    print(f"ok: {len(args.files)} file(s) valid")
+    return 0
+
+
+def cmd_pack_schema(args: argparse.Namespace) -> int:
+    from worldfactory.packs import pack_schema
+
+    print(json.dumps(pack_schema(args.kind), indent=1, sort_keys=True))
+    return 0
 
 
 def cmd_seeds(args: argparse.Namespace) -> int:
@@ -520,6 +542,17 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("seeds", help="list the seed types of the catalog")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_seeds)
+
+    cp = sub.add_parser("check-pack", help="validate template files (domain packs, modules, company types)")
+    cp.add_argument("files", nargs="+", metavar="FILE")
+    cp.add_argument("--templates", help="the templates folder the files are checked against (default: the "
+                                         "folder each file sits in, else world_templates/)")
+    cp.set_defaults(fn=cmd_check_pack)
+
+    ps = sub.add_parser("pack-schema", help="print the JSON Schema of the template file format")
+    ps.add_argument("--kind", choices=["domain", "module", "company-type"],
+                    help="one kind of file (default: any of the three)")
+    ps.set_defaults(fn=cmd_pack_schema)
 
     b = sub.add_parser("build", help="build and verify worlds")
     b.add_argument("world_ids", nargs="*", metavar="WORLD_ID")

@@ -6,9 +6,21 @@ with its path and the field at fault. A Brief is one company; a WorldSpec is its
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+import string
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PlainSerializer,
+    Tag,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_validator,
+)
 
 ColumnType = Literal["integer", "number", "money", "text", "date", "boolean"]
 CompareOp = Literal["<=", "<", ">=", ">", "==", "!="]
@@ -19,6 +31,230 @@ class Strict(BaseModel):
     """Base for template models: unknown keys are errors, so typos fail loudly."""
 
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# --- column generators (see worldfactory/generate/data.py) ------------------------------------
+# A generator is a name ("person_name") or a one-kind mapping whose first key is its kind
+# ({int: [1, 5]}, {date_after: filed_on, days: [0, 20]}). The models below type every kind the
+# engine supports; the column keeps the value exactly as written, so the engine reads what it always read.
+
+NamedGenerator = Literal["person_name", "company_name", "company", "first_name", "last_name", "city", "word",
+                         "phone", "sentence"]
+NAMED_GENERATORS: tuple[str, ...] = NamedGenerator.__args__  # type: ignore[attr-defined]
+Scalar = str | int | float | bool | None
+# "<column>" of the same row, or "parent.<column>" of the per_parent row
+RowRef = Annotated[str, Field(pattern=r"^(parent\.)?[a-z][a-z0-9_]*$")]
+
+
+def _ordered(pair: tuple[float, float], what: str) -> None:
+    if pair[0] > pair[1]:
+        raise ValueError(f"{what}: the first bound must not be above the second, got {list(pair)}")
+
+
+class ChoiceGen(Strict):
+    """A weighted pick: {choice: [a, b, c], weights: [3, 1, 1]}."""
+
+    choice: list[Scalar] = Field(min_length=1)
+    weights: list[float] | None = None
+
+    @model_validator(mode="after")
+    def _weights(self) -> ChoiceGen:
+        if self.weights is not None and len(self.weights) != len(self.choice):
+            raise ValueError(f"weights has {len(self.weights)} entries for {len(self.choice)} choices")
+        return self
+
+
+class SeqGen(Strict):
+    """Values in turn, row by row: {seq: [a, b, c]}."""
+
+    seq: list[Scalar] = Field(min_length=1)
+
+
+class BriefListGen(Strict):
+    """One of the brief's lists, in turn: {brief_list: departments}."""
+
+    brief_list: Literal["departments", "modules"]
+
+
+class CodeGen(Strict):
+    """A numbered code: {code: "CLM-{n:06d}"}; {n} is the row number."""
+
+    code: str
+
+    @model_validator(mode="after")
+    def _format(self) -> CodeGen:
+        try:
+            self.code.format(n=1)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"code must be a format with only {{n}} in it, e.g. 'CLM-{{n:06d}}': {exc}") from None
+        return self
+
+
+class BoolGen(Strict):
+    """True with a probability: {bool: 0.3}."""
+
+    bool: float = Field(ge=0, le=1)
+
+
+class ConstGen(Strict):
+    """The same value on every row: {const: pending}."""
+
+    const: Scalar
+
+
+class IntGen(Strict):
+    """A whole number in [low, high]: {int: [1, 5]}."""
+
+    int: tuple[int, int]
+
+    @model_validator(mode="after")
+    def _range(self) -> IntGen:
+        _ordered(self.int, "int")
+        return self
+
+
+class MoneyGen(Strict):
+    """An amount in [low, high], two decimals: {money: [300, 6000]}."""
+
+    money: tuple[float, float]
+
+    @model_validator(mode="after")
+    def _range(self) -> MoneyGen:
+        _ordered(self.money, "money")
+        return self
+
+
+class NumberGen(Strict):
+    """A number in [low, high], two decimals: {number: [0, 1]}."""
+
+    number: tuple[float, float]
+
+    @model_validator(mode="after")
+    def _range(self) -> NumberGen:
+        _ordered(self.number, "number")
+        return self
+
+
+class DaysAgoGen(Strict):
+    """A date between most and fewest days before the clock: {days_ago: [500, 5]}."""
+
+    days_ago: tuple[int, int]
+
+    @model_validator(mode="after")
+    def _range(self) -> DaysAgoGen:
+        if self.days_ago[1] > self.days_ago[0]:
+            raise ValueError(f"days_ago is [most, fewest] days ago, got {list(self.days_ago)}")
+        return self
+
+
+class DaysAroundGen(Strict):
+    """A date from days before to days after the clock: {days_around: [30, 60]}."""
+
+    days_around: tuple[int, int]
+
+    @model_validator(mode="after")
+    def _range(self) -> DaysAroundGen:
+        if -self.days_around[0] > self.days_around[1]:
+            raise ValueError(f"days_around is [days before, days after], got {list(self.days_around)}")
+        return self
+
+
+class DateAfterGen(Strict):
+    """A date some days after another date: {date_after: parent.filed_on, days: [1, 20], cap: true}."""
+
+    date_after: RowRef
+    days: tuple[int, int] = (0, 30)
+    cap: bool = True
+
+    @model_validator(mode="after")
+    def _range(self) -> DateAfterGen:
+        _ordered(self.days, "days")
+        return self
+
+
+class FractionOfGen(Strict):
+    """A share of another amount: {fraction_of: amount_claimed, range: [0.6, 1.0]}."""
+
+    fraction_of: RowRef
+    range: tuple[float, float] = (0.5, 1.0)
+
+    @model_validator(mode="after")
+    def _range(self) -> FractionOfGen:
+        _ordered(self.range, "range")
+        return self
+
+
+class CopyGen(Strict):
+    """Another column's value: {copy: parent.approved_amount}."""
+
+    copy_: RowRef = Field(alias="copy")  # 'copy' would shadow BaseModel.copy
+
+
+class EmailFromGen(Strict):
+    """An e-mail address made from a name column of the same row: {email_from: full_name}."""
+
+    email_from: str = Field(pattern=NAME_PATTERN)
+
+
+class IdOfGen(Strict):
+    """The id of a random row of a table: {id_of: $anchor}."""
+
+    id_of: str
+
+
+class TemplateGen(Strict):
+    """Text with named generators filled in: {template: "{word} follow-up {n}"}."""
+
+    template: str
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> TemplateGen:
+        try:
+            keys = {f for _, f, _, _ in string.Formatter().parse(self.template) if f is not None}
+        except ValueError as exc:
+            raise ValueError(f"template is not a valid format: {exc}") from None
+        known = set(NAMED_GENERATORS) | {"n"}
+        for key in sorted(keys):
+            if not re.fullmatch(r"\w+", key) or key not in known:
+                raise ValueError(f"template placeholder '{{{key}}}' is not one of: {', '.join(sorted(known))}")
+        return self
+
+
+GEN_KINDS: dict[str, type[Strict]] = {
+    "choice": ChoiceGen, "seq": SeqGen, "brief_list": BriefListGen, "code": CodeGen, "bool": BoolGen,
+    "const": ConstGen, "int": IntGen, "money": MoneyGen, "number": NumberGen, "days_ago": DaysAgoGen,
+    "days_around": DaysAroundGen, "date_after": DateAfterGen, "fraction_of": FractionOfGen, "copy": CopyGen,
+    "email_from": EmailFromGen, "id_of": IdOfGen, "template": TemplateGen,
+}
+
+
+def _gen_kind(value: Any) -> str | None:
+    """The union's tag: 'named' for a generator name, else the mapping's first key (as the engine reads it)."""
+    if isinstance(value, str):
+        return "named"
+    if isinstance(value, dict) and value:
+        return str(next(iter(value)))
+    return None
+
+
+def _keep_as_written(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    handler(value)
+    return value
+
+
+Generator = Annotated[
+    Annotated[NamedGenerator, Tag("named")] | Annotated[ChoiceGen, Tag("choice")] | Annotated[SeqGen, Tag("seq")]
+    | Annotated[BriefListGen, Tag("brief_list")] | Annotated[CodeGen, Tag("code")] | Annotated[BoolGen, Tag("bool")]
+    | Annotated[ConstGen, Tag("const")] | Annotated[IntGen, Tag("int")] | Annotated[MoneyGen, Tag("money")]
+    | Annotated[NumberGen, Tag("number")] | Annotated[DaysAgoGen, Tag("days_ago")]
+    | Annotated[DaysAroundGen, Tag("days_around")] | Annotated[DateAfterGen, Tag("date_after")]
+    | Annotated[FractionOfGen, Tag("fraction_of")] | Annotated[CopyGen, Tag("copy")]
+    | Annotated[EmailFromGen, Tag("email_from")] | Annotated[IdOfGen, Tag("id_of")]
+    | Annotated[TemplateGen, Tag("template")],
+    Discriminator(_gen_kind),
+    WrapValidator(_keep_as_written),
+    PlainSerializer(lambda v: v),
+]
 
 
 class ColumnDef(Strict):
@@ -34,7 +270,7 @@ class ColumnDef(Strict):
     minimum: float | None = None
     maximum: float | None = None
     poly_ref: str | None = None  # name of a column holding the table this id points into
-    gen: Any = None  # generator spec, see build/data.py
+    gen: Generator | None = None  # checked against the generator kinds; kept as written
     when: dict[str, list[str]] | None = None  # generate only when these columns hold these values
     label: str | None = None  # how a person says this column's name
 

@@ -14,12 +14,13 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from worldfactory.spec import CompanyType, DomainPack, Module, Vocabulary
+from worldfactory.spec import GEN_KINDS, NAMED_GENERATORS, CompanyType, DomainPack, Module, Vocabulary
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "world_templates"
 REGISTRY_FILE = "registry.yaml"
 
 M = TypeVar("M", bound=BaseModel)
+GEN_TAGS = {"named", *GEN_KINDS}
 
 
 class TemplateError(ValueError):
@@ -51,6 +52,10 @@ def _read_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise TemplateError(f"{path}: file not found") from exc
+    except UnicodeDecodeError as exc:
+        raise TemplateError(f"{path}: not UTF-8 text: {exc}") from exc
+    except OSError as exc:
+        raise TemplateError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
         raise TemplateError(f"{path}: not valid YAML: {exc}") from exc
 
@@ -58,8 +63,17 @@ def _read_yaml(path: Path) -> Any:
 def _format_errors(path: Path, exc: ValidationError, data: Any) -> str:
     lines = []
     for err in exc.errors():
-        loc = _readable_loc(err["loc"], data)
-        lines.append(f"{path}: field '{loc}': {err['msg']}")
+        raw_loc = tuple(err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "missing" and raw_loc and isinstance(raw_loc[-1], int):
+            raw_loc = raw_loc[:-1]  # a pair given with one value: name the pair, not its missing item
+            msg = f"expected a pair [low, high], got {err['input']!r}"
+        loc = _readable_loc(raw_loc, data)
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+            msg = (f"unknown generator {err['input']!r}: use a generator name "
+                   f"({', '.join(NAMED_GENERATORS)}) or a mapping whose first key is one of "
+                   f"{', '.join(GEN_KINDS)}")
+        lines.append(f"{path}: field '{loc}': {msg}")
     return "\n".join(lines)
 
 
@@ -67,7 +81,12 @@ def _readable_loc(loc: tuple[Any, ...], data: Any) -> str:
     """Turn ('tables', 2, 'columns', 0, 'type') into tables[2:claims].columns[0:status].type."""
     parts: list[str] = []
     node = data
+    after_gen = False
     for item in loc:
+        if after_gen and item in GEN_TAGS:
+            after_gen = False
+            continue  # the union's tag, not a key of the file
+        after_gen = item == "gen"
         if isinstance(item, int):
             name = ""
             if isinstance(node, list) and 0 <= item < len(node):
@@ -116,17 +135,11 @@ def _fingerprint(root: Path) -> str:
 
 
 def _check_references(ts: TemplateSet) -> None:
-    for domain in ts.domains.values():
-        path = ts.root / "domains" / f"{domain.name}.yaml"
-        for field in ("modules", "optional_modules"):
-            for i, name in enumerate(getattr(domain, field)):
-                if name not in ts.modules:
-                    raise TemplateError(f"{path}: field '{field}[{i}]': unknown module '{name}'")
-    for ct in ts.company_types.values():
-        path = ts.root / "company_types" / f"{ct.name}.yaml"
-        for i, name in enumerate(ct.extra_modules):
-            if name not in ts.modules:
-                raise TemplateError(f"{path}: field 'extra_modules[{i}]': unknown module '{name}'")
+    from worldfactory.packs import check_set
+
+    lines = check_set(ts.root, ts.domains, ts.modules, ts.company_types)
+    if lines:
+        raise TemplateError("\n".join(lines))
     cat_path = ts.root / "catalog.yaml"
     for i, name in enumerate(ts.catalog.domains):
         if name not in ts.domains:

@@ -37,6 +37,12 @@ class _Gen:
         self.clock = date.fromisoformat(spec.brief.clock)
         self.ids: dict[str, list[int]] = {}
 
+    def _ids(self, table: str) -> list[int]:
+        ids = self.ids.get(table)
+        if not ids:  # a KeyError: _make_row reports it as a TemplateError naming the table and column
+            raise KeyError(f"table '{table}' has no rows to refer to")
+        return ids
+
     def _ref_value(self, ref: str, row: dict[str, Any], parent: dict[str, Any] | None) -> Any:
         if ref.startswith("parent."):
             if parent is None:
@@ -81,7 +87,7 @@ class _Gen:
             if col.ref:
                 if col.nullable and r.random() < 0.4:
                     return None
-                return r.choice(self.ids[col.ref])
+                return r.choice(self._ids(col.ref))
             raise KeyError("no generator")
         if isinstance(g, str):
             out = self._named(g)
@@ -129,7 +135,7 @@ class _Gen:
             local = re.sub(r"[^a-z]+", ".", str(row[arg]).lower()).strip(".")
             return f"{local}@{r.choice(EMAIL_DOMAINS)}"
         if kind == "id_of":
-            return r.choice(self.ids[arg])
+            return r.choice(self._ids(arg))
         if kind == "template":
             return self._template(arg, n)
         raise KeyError(f"unknown generator '{kind}'")

@@ -1,0 +1,447 @@
+"""Cross-reference checks for domain packs, shared modules and company types, and the pack format's schema.
+
+The pydantic models (worldfactory/spec.py) check each file's shape; this module checks what one part
+of a pack says about another: a transition's statuses are in its workflow column's enum, an
+`otherwise` names a transition of the same workflow, a guard's rule is declared, `$param` and
+`row.<column>` references resolve, effects create rows in tables that exist with every required
+column, `per_parent` links and `ref`s point at real tables. Every problem is one line
+`<file>: field '<path>': <what is wrong>`, the path written as unknown keys are
+(tables[2:claims].workflow.transitions[3:approve_claim].otherwise).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Tag, TypeAdapter
+
+from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, TableDef, Transition
+
+ANCHOR = "$anchor"
+NAME_RE = re.compile(NAME_PATTERN)
+SPECIAL_VALUES = ("$today", "$actor")  # usable in `set`, effects and create_defaults
+KINDS = {"domains": DomainPack, "modules": Module, "company_types": CompanyType}
+
+
+@dataclass
+class Scope:
+    """What one file's references may name: tables (by name) and policy rules."""
+
+    tables: dict[str, TableDef]
+    rules: set[str]
+    anchor: str | None  # the domain's core table; None in a module (any domain's anchor)
+    where: str  # "in this pack and its modules", for messages
+
+
+@dataclass
+class Report:
+    path: Path
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, loc: str, msg: str) -> None:
+        self.lines.append(f"{self.path}: field '{loc}': {msg}")
+
+
+def slug(text: str) -> str:
+    """As worldfactory.generate.workflow.slug: how tool names are made from a table's singular."""
+    return text.lower().replace(" ", "_").replace("-", "_")
+
+
+def _known(names: Iterable[str]) -> str:
+    items = sorted(set(names))
+    return ", ".join(items) if items else "none"
+
+
+def _table_ref(rep: Report, loc: str, name: str, scope: Scope, what: str) -> TableDef | None:
+    """Check that `name` is a table this file can reach; return its definition when known."""
+    if name == ANCHOR:
+        return scope.tables.get(scope.anchor) if scope.anchor else None
+    if name not in scope.tables:
+        rep.add(loc, f"{what} '{name}' is not a table {scope.where}; known: {_known(scope.tables)}")
+        return None
+    return scope.tables[name]
+
+
+def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition | None, allow_id: bool) -> None:
+    """A value written by a transition or a create tool: $today, $actor, $id, $<param>, row.<column>, a literal."""
+    if not isinstance(value, str):
+        return
+    if value.startswith("$"):
+        if value in SPECIAL_VALUES or value == ANCHOR or (allow_id and value == "$id"):
+            return
+        params = [p.name for p in tr.params] if tr else []
+        if value[1:] not in params:
+            allowed = [*SPECIAL_VALUES, *(["$id"] if allow_id else []), *(f"${p}" for p in params)]
+            rep.add(loc, f"unknown reference '{value}'; use one of: {', '.join(allowed)}"
+                    + ("" if tr else " (a create tool has no parameters to refer to)"))
+    elif value.startswith("row."):
+        col = value[4:]
+        cols = [c.name for c in t.columns]
+        if col not in cols:
+            rep.add(loc, f"'{value}': table '{t.name}' has no column '{col}'; known: {_known(cols)}")
+
+
+def _literal_problem(c: ColumnDef, v: Any) -> str | None:
+    """Why a literal generated value does not fit its column, or None."""
+    if v is None:
+        return None if c.nullable else "null in a column that is not nullable"
+    if c.enum and v not in c.enum and v != ANCHOR:
+        return f"{v!r} is not in the column's enum: {', '.join(c.enum)}"
+    if c.type in ("integer", "number", "money") and (isinstance(v, bool) or not isinstance(v, int | float)):
+        return f"{v!r} is not a number ({c.type} column)"
+    if c.type == "boolean" and v not in (True, False, 0, 1):
+        return f"{v!r} is not a boolean"
+    if c.type == "date":
+        try:
+            date.fromisoformat(str(v))
+        except ValueError:
+            return f"{v!r} is not an ISO date (YYYY-MM-DD)"
+    return None
+
+
+def _check_sql(rep: Report, tables: dict[str, TableDef], anchor: str | None, items: list[tuple[str, str]]) -> None:
+    """Compile each statement (EXPLAIN runs nothing) against the tables this file can reach."""
+    if not items:
+        return
+    conn = sqlite3.connect(":memory:")
+    try:
+        for t in tables.values():
+            cols = ", ".join(["id INTEGER PRIMARY KEY", *(f'"{c.name}"' for c in t.columns)])
+            conn.execute(f'CREATE TABLE "{t.name}" ({cols})')
+        for loc, sql in items:
+            text = sql.replace(ANCHOR, anchor) if anchor else sql
+            try:
+                conn.execute("EXPLAIN " + text)
+            except sqlite3.Error as exc:
+                rep.add(loc, f"SQL does not compile against the pack's tables: {exc}")
+    finally:
+        conn.close()
+
+
+def _check_columns(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
+    names = {c.name: c for c in t.columns}
+    parent = None
+    if t.per_parent is not None:
+        parent = scope.tables.get(scope.anchor) if t.per_parent.table == ANCHOR and scope.anchor else \
+            scope.tables.get(t.per_parent.table)
+    for j, c in enumerate(t.columns):
+        loc = f"{base}.columns[{j}:{c.name}]"
+        if c.ref is not None:
+            _table_ref(rep, f"{loc}.ref", c.ref, scope, "ref")
+        if c.poly_ref is not None and c.poly_ref not in names:
+            rep.add(f"{loc}.poly_ref", f"no column '{c.poly_ref}' in table '{t.name}'")
+        for key, values in (c.when or {}).items():
+            if key not in names:
+                rep.add(f"{loc}.when.{key}", f"no column '{key}' in table '{t.name}'")
+            elif names[key].enum:
+                for v in values:
+                    if v not in names[key].enum:
+                        rep.add(f"{loc}.when.{key}", f"'{v}' is not a value of {t.name}.{key}; "
+                                f"known: {', '.join(names[key].enum)}")
+        if c.gen is None:
+            if c.ref is None and c.name != (t.per_parent.column if t.per_parent else None) and t.fill is None:
+                rep.add(f"{loc}.gen", "a column needs a generator (gen) unless it is a ref")
+            continue
+        g = c.gen
+        if isinstance(g, dict):
+            kind = next(iter(g))
+            arg = g[kind]
+            if kind in ("date_after", "fraction_of", "copy", "email_from"):
+                if isinstance(arg, str) and arg.startswith("parent."):
+                    if t.per_parent is None:
+                        rep.add(f"{loc}.gen.{kind}", f"'{arg}' needs a per_parent table; '{t.name}' has none")
+                    elif parent is not None and arg[7:] not in {x.name for x in parent.columns}:
+                        rep.add(f"{loc}.gen.{kind}", f"'{arg}': parent table '{parent.name}' has no column "
+                                f"'{arg[7:]}'")
+                elif arg not in names:
+                    rep.add(f"{loc}.gen.{kind}", f"no column '{arg}' in table '{t.name}'")
+                elif arg == c.name:
+                    rep.add(f"{loc}.gen.{kind}", "a column cannot be generated from itself")
+            elif kind == "id_of":
+                _table_ref(rep, f"{loc}.gen.id_of", arg, scope, "id_of")
+            elif kind in ("choice", "seq", "const"):
+                for v in arg if kind != "const" else [arg]:
+                    problem = _literal_problem(c, v)
+                    if problem:
+                        rep.add(f"{loc}.gen.{kind}", problem)
+                        break
+            elif kind == "code" and c.unique and "{n" not in arg:
+                rep.add(f"{loc}.gen.code", f"a unique column's code needs {{n}} (the row number), got '{arg}'")
+
+
+def _check_per_parent(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
+    pp = t.per_parent
+    if pp is None:
+        return
+    loc = f"{base}.per_parent"
+    parent = _table_ref(rep, f"{loc}.table", pp.table, scope, "per_parent table")
+    link = next((c for c in t.columns if c.name == pp.column), None)
+    if link is None:
+        rep.add(f"{loc}.column", f"no column '{pp.column}' in table '{t.name}'; known: "
+                f"{_known(c.name for c in t.columns)}")
+    elif link.ref != pp.table:
+        rep.add(f"{loc}.column", f"column '{pp.column}' must be a ref to '{pp.table}' "
+                f"(it is {'a ref to ' + repr(link.ref) if link.ref else 'not a ref'})")
+    if parent is not None:
+        pcols = {c.name: c for c in parent.columns}
+        for key, values in pp.where.items():
+            if key not in pcols:
+                rep.add(f"{loc}.where.{key}", f"parent table '{parent.name}' has no column '{key}'")
+            elif pcols[key].enum:
+                for v in values:
+                    if v not in pcols[key].enum:
+                        rep.add(f"{loc}.where.{key}", f"'{v}' is not a value of {parent.name}.{key}; "
+                                f"known: {', '.join(pcols[key].enum)}")
+    if pp.count[0] < 0 or pp.count[0] > pp.count[1]:
+        rep.add(f"{loc}.count", f"count is [fewest, most] with 0 <= fewest <= most, got {list(pp.count)}")
+
+
+def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: list[str] | None,
+                      names: list[str], scope: Scope) -> None:
+    cols = {c.name for c in t.columns}
+    if enum is not None:
+        for m, state in enumerate(tr.from_):
+            if state not in enum:
+                rep.add(f"{loc}.from[{m}]", f"status '{state}' is not in the enum of {t.name}.{t.workflow.column}: "
+                        f"{', '.join(enum)}")
+        if tr.to not in enum:
+            rep.add(f"{loc}.to", f"status '{tr.to}' is not in the enum of {t.name}.{t.workflow.column}: "
+                    f"{', '.join(enum)}")
+    if tr.otherwise is not None:
+        if tr.otherwise == tr.name:
+            rep.add(f"{loc}.otherwise", "a transition cannot be its own 'otherwise'")
+        elif tr.otherwise not in names:
+            rep.add(f"{loc}.otherwise", f"no transition '{tr.otherwise}' in the workflow of '{t.name}'; "
+                    f"known: {_known(names)}")
+        if not tr.guards:
+            rep.add(f"{loc}.otherwise", "'otherwise' is taken when a guard fails, and this transition has no guards")
+    pnames = [p.name for p in tr.params]
+    for n, p in enumerate(tr.params):
+        ploc = f"{loc}.params[{n}:{p.name}]"
+        if pnames.count(p.name) > 1:
+            rep.add(f"{ploc}.name", f"parameter '{p.name}' is declared twice")
+        if p.task_value is not None and p.task_value != "choice":
+            if not p.task_value.startswith("row."):
+                rep.add(f"{ploc}.task_value", f"'{p.task_value}' must be 'choice' or 'row.<column>'")
+            elif p.task_value[4:] not in cols:
+                rep.add(f"{ploc}.task_value", f"'{p.task_value}': table '{t.name}' has no column '{p.task_value[4:]}'")
+        if (p.task_value or "choice") == "choice" and not p.enum and not p.free_text and p.type != "text":
+            rep.add(f"{ploc}.task_value", "a non-text parameter without an enum needs task_value 'row.<column>'")
+    for n, g in enumerate(tr.guards):
+        gloc = f"{loc}.guards[{n}]"
+        kind, name = g.field.split(".", 1)
+        if kind == "row" and name not in cols:
+            rep.add(f"{gloc}.field", f"'{g.field}': table '{t.name}' has no column '{name}'; known: {_known(cols)}")
+        if kind == "param" and name not in pnames:
+            rep.add(f"{gloc}.field", f"'{g.field}': transition '{tr.name}' has no parameter '{name}'; "
+                    f"known: {_known(pnames)}")
+        if g.rule is not None and g.rule not in scope.rules:
+            rep.add(f"{gloc}.rule", f"unknown rule '{g.rule}'; rules declared {scope.where}: {_known(scope.rules)}")
+        if isinstance(g.value, str) and g.value.startswith("row.") and g.value[4:] not in cols:
+            rep.add(f"{gloc}.value", f"'{g.value}': table '{t.name}' has no column '{g.value[4:]}'")
+        elif isinstance(g.value, str) and g.value.startswith("$"):
+            rep.add(f"{gloc}.value", f"'{g.value}': a guard compares with a rule, a number or 'row.<column>'")
+    for key, value in tr.set.items():
+        if key not in cols:
+            rep.add(f"{loc}.set.{key}", f"table '{t.name}' has no column '{key}'; known: {_known(cols)}")
+        _check_value(rep, f"{loc}.set.{key}", value, t, tr, allow_id=False)
+    for n, e in enumerate(tr.effects):
+        eloc = f"{loc}.effects[{n}]"
+        target = _table_ref(rep, f"{eloc}.create", e.create, scope, "effect table")
+        for key, value in e.values.items():
+            if target is not None and key not in {c.name for c in target.columns}:
+                rep.add(f"{eloc}.values.{key}", f"table '{target.name}' has no column '{key}'; "
+                        f"known: {_known(c.name for c in target.columns)}")
+            _check_value(rep, f"{eloc}.values.{key}", value, t, tr, allow_id=True)
+        if target is not None:
+            missing = [c.name for c in target.columns if not c.nullable and c.name not in e.values]
+            if missing:
+                rep.add(f"{eloc}.values", f"missing required column(s) of '{target.name}': {', '.join(missing)}")
+
+
+def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
+    if t.rows is not None and t.rows < 1 and t.fill is None:
+        rep.add(f"{base}.rows", f"a generated table needs at least one row, got {t.rows}")
+    if not NAME_RE.match(slug(t.singular)):
+        rep.add(f"{base}.singular", f"'{t.singular}' must be words of letters and digits (tool names are "
+                f"made from it: get_{slug(t.singular)})")
+    _check_columns(rep, base, t, scope)
+    _check_per_parent(rep, base, t, scope)
+    cols = {c.name: c for c in t.columns}
+    for key, value in t.create_defaults.items():
+        if key not in cols:
+            rep.add(f"{base}.create_defaults.{key}", f"table '{t.name}' has no column '{key}'")
+        _check_value(rep, f"{base}.create_defaults.{key}", value, t, None, allow_id=False)
+    if t.create is not None:
+        missing = [c for c in cols.values() if not c.nullable and c.name not in t.create
+                   and c.name not in t.create_defaults]
+        if missing:
+            rep.add(f"{base}.create", f"required column(s) neither created nor defaulted (create_defaults): "
+                    f"{', '.join(c.name for c in missing)}")
+    wf = t.workflow
+    if wf is None:
+        return
+    wloc = f"{base}.workflow"
+    enum: list[str] | None = None
+    if wf.column not in cols:
+        rep.add(f"{wloc}.column", f"no column '{wf.column}' in table '{t.name}'; known: {_known(cols)}")
+    elif not cols[wf.column].enum:
+        rep.add(f"{wloc}.column", f"the workflow column '{wf.column}' needs an enum of statuses")
+    else:
+        enum = cols[wf.column].enum
+    names = [tr.name for tr in wf.transitions]
+    for k, tr in enumerate(wf.transitions):
+        loc = f"{wloc}.transitions[{k}:{tr.name}]"
+        if names.count(tr.name) > 1:
+            rep.add(f"{loc}.name", f"transition '{tr.name}' is declared twice")
+        _check_transition(rep, loc, t, tr, enum, names, scope)
+
+
+def _check_tables(rep: Report, tables: list[TableDef], scope: Scope) -> None:
+    seen: set[str] = set()
+    for i, t in enumerate(tables):
+        base = f"tables[{i}:{t.name}]"
+        if t.name in seen:
+            rep.add(f"{base}.name", f"table '{t.name}' is declared twice")
+        seen.add(t.name)
+        _check_table(rep, base, t, scope)
+
+
+def _rule_names(rules: Iterable[Any], rep: Report) -> set[str]:
+    names: set[str] = set()
+    for i, r in enumerate(rules):
+        if r.name in names:
+            rep.add(f"rules[{i}:{r.name}].name", f"rule '{r.name}' is declared twice")
+        names.add(r.name)
+    return names
+
+
+def check_domain(path: Path, domain: DomainPack, modules: dict[str, Module]) -> list[str]:
+    rep = Report(path)
+    tables: dict[str, TableDef] = {}
+    rules = _rule_names(domain.rules, rep)
+    for field_name in ("modules", "optional_modules"):
+        for i, name in enumerate(getattr(domain, field_name)):
+            if name not in modules:
+                rep.add(f"{field_name}[{i}]", f"unknown module '{name}'; known: {_known(modules)}")
+                continue
+            tables.update({t.name: t for t in modules[name].tables})
+            rules |= {r.name for r in modules[name].rules}
+    own = {t.name for t in domain.tables}
+    clash = sorted(own & set(tables))
+    if clash:
+        rep.add("tables", f"tables also declared by a composed module: {', '.join(clash)}")
+    tables.update({t.name: t for t in domain.tables})
+    if domain.anchor not in own:
+        rep.add("anchor", f"no table '{domain.anchor}' in this pack; known: {_known(own)}")
+    scope = Scope(tables=tables, rules=rules, anchor=domain.anchor, where="in this pack or its modules")
+    _check_tables(rep, domain.tables, scope)
+    if not rep.lines:  # SQL is checked once the tables it reads are sound
+        sql = [(f"invariants[{i}].sql", inv.sql) for i, inv in enumerate(domain.invariants)]
+        sql += [(f"derive[{i}]", stmt) for i, stmt in enumerate(domain.derive)]
+        _check_sql(rep, tables, domain.anchor, sql)
+    return rep.lines
+
+
+def check_module(path: Path, module: Module, modules: dict[str, Module]) -> list[str]:
+    rep = Report(path)
+    tables = {t.name: t for m in modules.values() if m.name != module.name for t in m.tables}
+    tables.update({t.name: t for t in module.tables})
+    rules = _rule_names(module.rules, rep)
+    scope = Scope(tables=tables, rules=rules, anchor=None, where="in the shared modules")
+    _check_tables(rep, module.tables, scope)
+    if not rep.lines:
+        _check_sql(rep, tables, None, [(f"invariants[{i}].sql", inv.sql) for i, inv in enumerate(module.invariants)])
+    return rep.lines
+
+
+def check_company_type(path: Path, ct: CompanyType, modules: dict[str, Module],
+                       domains: dict[str, DomainPack]) -> list[str]:
+    rep = Report(path)
+    for i, name in enumerate(ct.extra_modules):
+        if name not in modules:
+            rep.add(f"extra_modules[{i}]", f"unknown module '{name}'; known: {_known(modules)}")
+    rules = {r.name for m in modules.values() for r in m.rules} | {r.name for d in domains.values() for r in d.rules}
+    for name in ct.rule_factors:
+        if name not in rules:
+            rep.add(f"rule_factors.{name}", f"no rule '{name}' in any domain pack or module; known: {_known(rules)}")
+    return rep.lines
+
+
+def check_set(root: Path, domains: dict[str, DomainPack], modules: dict[str, Module],
+              company_types: dict[str, CompanyType]) -> list[str]:
+    """Every cross-reference problem of a templates folder, one line each."""
+    lines: list[str] = []
+    for name, m in modules.items():
+        lines += check_module(root / "modules" / f"{name}.yaml", m, modules)
+    for name, d in domains.items():
+        lines += check_domain(root / "domains" / f"{name}.yaml", d, modules)
+    for name, ct in company_types.items():
+        lines += check_company_type(root / "company_types" / f"{name}.yaml", ct, modules, domains)
+    return lines
+
+
+# --- check-pack and pack-schema -------------------------------------------------------------
+
+
+def _kind_of(path: Path, data: Any) -> str:
+    if path.parent.name in KINDS:
+        return path.parent.name
+    if isinstance(data, dict) and "anchor" in data:
+        return "domains"
+    if isinstance(data, dict) and "scale" in data:
+        return "company_types"
+    return "modules"
+
+
+def check_files(paths: list[Path], templates: Path | None = None) -> list[str]:
+    """Validate pack files without building: shape, then cross-references against the templates
+    folder each file sits in (or `templates`, or the project's world_templates/ for a loose file)."""
+    from worldfactory.templates import DEFAULT_TEMPLATES, TemplateError, _load_dir, _read_yaml, load_model
+
+    lines: list[str] = []
+    for path in paths:
+        try:
+            data = _read_yaml(path)
+            kind = _kind_of(path, data)
+            item = load_model(path, KINDS[kind])
+            if kind in KINDS and item.name != path.stem and path.parent.name == kind:
+                raise TemplateError(f"{path}: field 'name': '{item.name}' must match the file name '{path.stem}'")
+            root = templates
+            if root is None:
+                root = path.parent.parent if path.parent.name == kind and (path.parent.parent / "modules").is_dir() \
+                    else DEFAULT_TEMPLATES
+            modules = _load_dir(root / "modules", Module)
+            if kind == "modules":
+                modules[item.name] = item
+                lines += check_module(path, item, modules)
+            elif kind == "domains":
+                lines += check_domain(path, item, modules)
+            else:
+                lines += check_company_type(path, item, modules, _load_dir(root / "domains", DomainPack))
+        except TemplateError as exc:
+            lines += str(exc).splitlines()
+        except Exception as exc:  # noqa: BLE001 - a pack author gets a line, never a traceback
+            lines.append(f"{path}: cannot be checked: {type(exc).__name__}: {exc}")
+    return lines
+
+
+PACK_KINDS = {"domain": DomainPack, "module": Module, "company-type": CompanyType}
+
+
+def pack_schema(kind: str | None = None) -> dict[str, Any]:
+    """The JSON Schema of the pack format: one kind, or any of the three (domain pack, module, company type)."""
+    if kind is not None:
+        schema = PACK_KINDS[kind].model_json_schema()
+    else:
+        union = Annotated[DomainPack, Tag("domain")] | Annotated[Module, Tag("module")] | \
+            Annotated[CompanyType, Tag("company-type")]
+        schema = TypeAdapter(union).json_schema()
+        schema["title"] = "WorldFactory template (domain pack, shared module or company type)"
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
