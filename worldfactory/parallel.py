@@ -38,10 +38,10 @@ def _init(events: Any, initializer: Callable[..., None] | None, initargs: tuple[
         initializer(*initargs)
 
 
-def _drain(events: Any, on_event: Callable[..., None]) -> None:
+def _drain(events: Any, on_event: Callable[..., None], wait_s: float = 0.0) -> None:
     while True:
         try:
-            event = events.get_nowait()
+            event = events.get(timeout=wait_s) if wait_s else events.get_nowait()
         except queue.Empty:
             return
         on_event(*event)
@@ -77,4 +77,6 @@ def run_in_processes(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
-        _drain(events, on_event)
+    # The workers have exited, so every event they put is in the pipe now (a queue's put is flushed by a
+    # feeder thread, and a result can overtake it): drain after the pool is gone, not before.
+    _drain(events, on_event, wait_s=0.05)
