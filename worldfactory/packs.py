@@ -58,6 +58,19 @@ def _known(names: Iterable[str]) -> str:
     return ", ".join(items) if items else "none"
 
 
+def _enum_values(rep: Report, loc: str, table: str, columns: dict[str, Any], wanted: dict[str, Any],
+                 missing: str) -> None:
+    """Column -> values pairs (`when`, `per_parent.where`): each column must exist, each value be in its enum."""
+    for key, values in wanted.items():
+        if key not in columns:
+            rep.add(f"{loc}.{key}", missing.format(key=key))
+        elif columns[key].enum:
+            for v in values:
+                if v not in columns[key].enum:
+                    rep.add(f"{loc}.{key}", f"'{v}' is not a value of {table}.{key}; "
+                            f"known: {', '.join(columns[key].enum)}")
+
+
 def _table_ref(rep: Report, loc: str, name: str, scope: Scope, what: str) -> TableDef | None:
     """Check that `name` is a table this file can reach; return its definition when known."""
     if name == ANCHOR:
@@ -136,14 +149,7 @@ def _check_columns(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
             _table_ref(rep, f"{loc}.ref", c.ref, scope, "ref")
         if c.poly_ref is not None and c.poly_ref not in names:
             rep.add(f"{loc}.poly_ref", f"no column '{c.poly_ref}' in table '{t.name}'")
-        for key, values in (c.when or {}).items():
-            if key not in names:
-                rep.add(f"{loc}.when.{key}", f"no column '{key}' in table '{t.name}'")
-            elif names[key].enum:
-                for v in values:
-                    if v not in names[key].enum:
-                        rep.add(f"{loc}.when.{key}", f"'{v}' is not a value of {t.name}.{key}; "
-                                f"known: {', '.join(names[key].enum)}")
+        _enum_values(rep, f"{loc}.when", t.name, names, c.when or {}, f"no column '{{key}}' in table '{t.name}'")
         if c.gen is None:
             if c.ref is None and c.name != (t.per_parent.column if t.per_parent else None) and t.fill is None:
                 rep.add(f"{loc}.gen", "a column needs a generator (gen) unless it is a ref")
@@ -190,14 +196,8 @@ def _check_per_parent(rep: Report, base: str, t: TableDef, scope: Scope) -> None
                 f"(it is {'a ref to ' + repr(link.ref) if link.ref else 'not a ref'})")
     if parent is not None:
         pcols = {c.name: c for c in parent.columns}
-        for key, values in pp.where.items():
-            if key not in pcols:
-                rep.add(f"{loc}.where.{key}", f"parent table '{parent.name}' has no column '{key}'")
-            elif pcols[key].enum:
-                for v in values:
-                    if v not in pcols[key].enum:
-                        rep.add(f"{loc}.where.{key}", f"'{v}' is not a value of {parent.name}.{key}; "
-                                f"known: {', '.join(pcols[key].enum)}")
+        _enum_values(rep, f"{loc}.where", parent.name, pcols, pp.where,
+                     f"parent table '{parent.name}' has no column '{{key}}'")
     if pp.count[0] < 0 or pp.count[0] > pp.count[1]:
         rep.add(f"{loc}.count", f"count is [fewest, most] with 0 <= fewest <= most, got {list(pp.count)}")
 
