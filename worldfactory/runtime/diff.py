@@ -112,9 +112,11 @@ def row_normalizer(norm: dict[str, TableNorm], table: str) -> Normalizer:
     return normalize
 
 
-def _rows_diff(normalize: Normalizer, ids: list[int], now: dict[int, tuple[Any, ...]],
-               seed: dict[int, tuple[Any, ...]], canonical: bool) -> dict[str, Any] | None:
-    """The normalised diff of one table, given the rows that may have changed, now and in the seed."""
+def _rows_diff(normalize: Normalizer, columns: list[str], ids: list[int], now: dict[int, tuple[Any, ...]],
+               seed: dict[int, tuple[Any, ...]]) -> dict[str, Any] | None:
+    """The normalised diff of one table, given the rows that may have changed, now and in the seed.
+
+    Inserted rows stay in the log's order; `canonical` sorts them."""
     updated: dict[str, dict[str, Any]] = {}
     inserted: list[dict[str, Any]] = []
     deleted: list[int] = []
@@ -127,10 +129,8 @@ def _rows_diff(normalize: Normalizer, ids: list[int], now: dict[int, tuple[Any, 
         elif before is None:
             inserted.append(normalize(row))
         else:
-            changed = {c for c, a, b in zip(normalize.columns, row[1:], before[1:], strict=True) if a != b}
+            changed = {c for c, a, b in zip(columns, row[1:], before[1:], strict=True) if a != b}
             updated[str(key)] = {c: v for c, v in normalize(row).items() if c in changed}
-    if canonical:
-        inserted.sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
     out: dict[str, Any] = {}
     if updated:
         out["updated"] = updated
@@ -154,16 +154,14 @@ class ChangeDiffer:
     def normalizer(self, table: str) -> Normalizer:
         fn = self._normalizers.get(table)
         if fn is None:
-            fn = row_normalizer(self.norm, table)
-            fn.columns = self.norm[table].columns  # type: ignore[attr-defined]
-            self._normalizers[table] = fn
+            fn = self._normalizers[table] = row_normalizer(self.norm, table)
         return fn
 
-    def diff(self, conn: sqlite3.Connection, canonical: bool = True) -> dict[str, Any]:
+    def diff(self, conn: sqlite3.Connection, sort_inserted: bool = True) -> dict[str, Any]:
         """Exactly what state_diff gives over every table, at a cost that follows the changed rows.
 
-        With canonical=False inserted rows keep the log's order (compare them as a multiset, see
-        same_diff); canonical diffs sort them, as stored verifiers do.
+        With sort_inserted=False inserted rows keep the log's order (compare them as a multiset, see
+        same_diff); otherwise they are sorted as stored verifiers have them (see canonical).
         """
         logged: dict[str, list[int]] = {}
         for table, key in conn.execute(f"SELECT tbl, id FROM {CHANGES_TABLE} ORDER BY tbl, id"):
@@ -173,10 +171,10 @@ class ChangeDiffer:
             if table not in self.norm:
                 continue
             now = {r[0]: r for r in conn.execute(self._select[table], (table,))}
-            d = _rows_diff(self.normalizer(table), ids, now, self.seed_rows(table), canonical)
+            d = _rows_diff(self.normalizer(table), self.norm[table].columns, ids, now, self.seed_rows(table))
             if d:
                 out[table] = d
-        return out
+        return canonical(out) if sort_inserted else out
 
 
 def _bag(rows: list[dict[str, Any]]) -> Counter[frozenset[tuple[str, Any]]]:
@@ -205,11 +203,16 @@ def inserted_bags(diff: dict[str, Any]) -> dict[str, Counter[Any]]:
     return {table: _bag(d["inserted"]) for table, d in diff.items() if "inserted" in d}
 
 
+def _row_key(row: dict[str, Any]) -> str:
+    """The order of inserted rows in a stored diff: by their JSON."""
+    return json.dumps(row, sort_keys=True, default=str)
+
+
 def canonical(diff: dict[str, Any]) -> dict[str, Any]:
     """The diff with inserted rows in their stored order (sorted by their JSON)."""
     for d in diff.values():
         if "inserted" in d:
-            d["inserted"].sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
+            d["inserted"].sort(key=_row_key)
     return diff
 
 
@@ -234,7 +237,7 @@ def table_diff(conn: sqlite3.Connection, norm: dict[str, TableNorm], table: str)
         changes = {c: _norm_value(norm, t, row, c) for c in t.columns if row[c] != before[c]}
         if changes:
             updated[str(row["id"])] = changes
-    inserted.sort(key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    inserted.sort(key=_row_key)
     out: dict[str, Any] = {}
     if updated:
         out["updated"] = dict(sorted(updated.items(), key=lambda kv: int(kv[0])))
