@@ -14,6 +14,8 @@ from tests.llm_server import LLMServer, ScriptedModel
 from worldfactory.catalog import read_world_rows
 from worldfactory.rollouts import RolloutConfig, curate, pass_rates, replay_rows, run_rollouts, trace_rows
 from worldfactory.runtime.world import World
+from worldfactory.stages.core import BuildContext, StageError, WorkDir
+from worldfactory.stages.curated import prove_curated
 
 
 def test_noisy_pass_band_is_exactly_the_mixed_tasks(worlds: dict[str, World]) -> None:
@@ -55,14 +57,26 @@ def test_rollout_traces_replay_identically(worlds: dict[str, World]) -> None:
         assert replay_rows(world, steps) == [], key
 
 
-def test_built_world_records_its_pass_band(world: World) -> None:
-    lines = world.files["curated_tasks.jsonl"].decode().splitlines()
-    kept = [json.loads(line) for line in lines]
+def test_a_curated_list_that_disagrees_with_its_rollouts_fails_the_proof(world: World, tmp_path: Path) -> None:
+    """Planted in copies of the stage's files: a kept task dropped, then a pass rate changed; the
+    pass-band proof names each. The files as built pass."""
     summary = json.loads(world.files["rollouts.json"])
     assert summary["k"] == 8 and summary["policy"].startswith("noisy")
-    assert {k["task_id"] for k in kept} == {t for t, (p, n) in summary["pass_rates"].items() if 0 < p < n}
-    assert world.manifest["counts"]["curated_tasks"] == len(kept) > 0
-    assert all({"task_id", "pass_rate", "rollouts"} <= set(k) for k in kept)
+    kept = [json.loads(line) for line in world.files["curated_tasks.jsonl"].decode().splitlines()]
+    assert world.manifest["counts"]["curated_tasks"] == len(kept) > 1
+    work = WorkDir(tmp_path, world.world_id)
+    ctx = BuildContext(world_id=world.world_id, templates=None, work=work, data_root=tmp_path)  # type: ignore[arg-type]
+    work.write("rollouts.json", world.files["rollouts.json"])
+
+    def prove(rows: list[dict]) -> None:
+        work.write("curated_tasks.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode())
+        prove_curated(ctx)
+
+    prove(kept)
+    with pytest.raises(StageError, match=f"{len(kept)} tasks are in the pass band but {len(kept) - 1} were kept"):
+        prove(kept[1:])
+    with pytest.raises(StageError, match=f"curated task {kept[0]['task_id']} does not match its rollouts"):
+        prove([{**kept[0], "pass_rate": 0.999}, *kept[1:]])
 
 
 def plans(world: World, ids: list[str]) -> dict[str, tuple[list[dict], object]]:
