@@ -3,6 +3,7 @@ PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TRAINERS := $(VENV)/.installed-trainers
 
 .PHONY: demo test lint bench clean
 
@@ -12,10 +13,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
+# The suite also tests the trainer adapters (worldfactory.adapters): they need the `trainers` extra
+# (torch CPU, transformers, TRL, datasets), which `make demo` does not.
+$(TRAINERS): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[dev,trainers]"
+	@touch $(TRAINERS)
+
 demo: $(STAMP)  ## build and verify the three example worlds into data/worlds/
 	$(BIN)/worldfactory build --examples
 
-test: $(STAMP)  ## the whole test suite
+test: $(TRAINERS)  ## the whole test suite
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

@@ -449,6 +449,31 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """Curated tasks of built worlds as a Hugging Face dataset (the `trainers` extra)."""
+    from worldfactory.adapters.hf_dataset import export_rows, write_dataset
+    from worldfactory.runtime.world import WorldError
+
+    root = _root(args)
+    if args.worlds:
+        bundles = [root / "worlds" / w if (root / "worlds" / w).is_dir() else resolve_world(w) for w in args.worlds]
+    else:
+        bundles = sorted(p.parent for p in (root / "worlds").glob("*/world.json"))
+        if not bundles:
+            raise WorldError(f"no built worlds under {root / 'worlds'}; build some with `worldfactory build`")
+    rows = export_rows(bundles, all_tasks=args.all_tasks)
+    try:
+        import datasets
+    except ImportError:
+        ERR.print('error: `worldfactory export` needs the trainers extra: pip install -e ".[trainers]"')
+        return 2
+    datasets.disable_progress_bars()
+    target = write_dataset(rows, Path(args.out), args.format)
+    worlds = len({r["world_id"] for r in rows})
+    print(f"wrote {len(rows)} task(s) of {worlds} world(s) to {target} ({args.format})")
+    return 0
+
+
 def cmd_page(args: argparse.Namespace) -> int:
     from worldfactory.generate.page import bundle_page
 
@@ -623,6 +648,15 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="a JSON array, one object per row")
     q.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     q.set_defaults(fn=cmd_query)
+
+    ex = sub.add_parser("export", help="curated tasks as a Hugging Face dataset (needs the trainers extra)")
+    ex.add_argument("worlds", nargs="*", metavar="WORLD", help="world IDs or bundle paths (default: every built world)")
+    ex.add_argument("--out", required=True, help="folder to write (disk: datasets.load_from_disk; parquet: "
+                                                 "OUT/tasks.parquet)")
+    ex.add_argument("--format", choices=["disk", "parquet"], default="disk")
+    ex.add_argument("--all-tasks", action="store_true", help="every task the world serves, not only the curated ones")
+    ex.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    ex.set_defaults(fn=cmd_export)
 
     pg = sub.add_parser("page", help="a world's web page (the bundle's index.html, rendered again)")
     pg.add_argument("world", metavar="WORLD")
