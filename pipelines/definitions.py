@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import catalog
+from assets import catalog, image
 from assets.stage import stage_assets
 from assets.versions import nightly_condition
 from pipelines.automation import nightly_rebuild, world_registry_sensor
-from pipelines.jobs import catalog_refresh, world_build
+from pipelines.jobs import catalog_refresh, world_build, world_images
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore, default_store
 
@@ -23,8 +23,8 @@ def make_definitions(store: WorldStore | None = None, policy: RolloutPolicy | No
     stages = [asset.map_asset_specs(lambda spec: spec.replace_attributes(automation_condition=nightly))
               for asset in stage_assets()]
     return dg.Definitions(
-        assets=[*stages, catalog.world_catalog],
-        jobs=[world_build, catalog_refresh],
+        assets=[*stages, catalog.world_catalog, image.world_image],
+        jobs=[world_build, catalog_refresh, world_images],
         sensors=[world_registry_sensor, nightly_rebuild],
         resources={"world_store": store, "rollout_policy": policy or RolloutPolicy()},
         executor=dg.in_process_executor,

@@ -1,9 +1,10 @@
-"""Jobs: every stage of one world (one run per world partition), and the catalog refresh."""
+"""Jobs: every stage of one world (one run per world partition), the catalog refresh, and world images."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from assets.image import GROUP as IMAGE_GROUP
 from assets.stage import GROUP
 
 world_build = dg.define_asset_job(
@@ -11,3 +12,8 @@ world_build = dg.define_asset_job(
     description="Every stage of one world, each stopped by a failed blocking check upstream.",
 )
 catalog_refresh = dg.define_asset_job("catalog_refresh", selection=dg.AssetSelection.groups("catalog"))
+# On request only (it needs a container engine): each world's image, checked by running it.
+world_images = dg.define_asset_job(
+    "world_images", selection=dg.AssetSelection.groups(IMAGE_GROUP),
+    description="Each world's container image, after its bundle; the blocking check runs the container.",
+)

@@ -1,5 +1,5 @@
-"""The `worldfactory` command: seeds, check-pack, pack-schema, build, show, run, rollouts, replay, serve, query,
-delete, ui."""
+"""The `worldfactory` command: seeds, check-pack, pack-schema, build, show, run, rollouts, replay, serve,
+image, query, delete, ui."""
 
 from __future__ import annotations
 
@@ -432,6 +432,44 @@ def _serve_confined(args: argparse.Namespace, path: Path) -> int:
         os.close(read_end)
 
 
+def cmd_image(args: argparse.Namespace) -> int:
+    """Build each world's container image (see worldfactory.images); --probe also runs and checks it."""
+    from worldfactory.images import ImageError
+    from worldfactory.images.probe import probe_image
+    from worldfactory.images.world import build_world_image
+
+    refs = list(args.worlds)
+    if args.examples:
+        from worldfactory.templates import load_templates
+
+        refs += [w for w in load_templates(templates_root()).catalog.examples if w not in refs]
+    if not refs:
+        ERR.print("error: name at least one world, or pass --examples")
+        return 2
+    failed = 0
+    for ref in refs:
+        path = resolve_world(ref)
+        try:
+            built = build_world_image(path, force=args.force, log=(lambda line: ERR.print(line, markup=False,
+                                      highlight=False)) if args.verbose else None)
+            out: dict[str, Any] = built.model_dump(exclude={"labels"})
+            if args.probe:
+                probe = probe_image(built.image, path)
+                out["probe"] = probe.model_dump()
+                failed += not probe.passed
+        except ImageError as exc:
+            ERR.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            return 2
+        if args.json:
+            print(json.dumps(out, sort_keys=True), flush=True)
+        else:
+            print(built.image, flush=True)
+            if args.probe and not out["probe"]["passed"]:
+                ERR.print(f"{built.world_id}: probe failed at {out['probe']['step']}: {out['probe']['reason']}",
+                          markup=False, highlight=False, soft_wrap=True)
+    return 1 if failed else 0
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     from worldfactory.catalog import query
 
@@ -642,6 +680,16 @@ def parser() -> argparse.ArgumentParser:
                     help="http: an episode nobody used for this long expires (default 86400, 24 hours)")
     _sandbox_args(sv)
     sv.set_defaults(fn=cmd_serve)
+
+    im = sub.add_parser("image", help="build a world's container image (MCP over HTTP on port 8000)")
+    im.add_argument("worlds", nargs="*", metavar="WORLD", help="a world ID under data/worlds/ or a bundle folder")
+    im.add_argument("--examples", action="store_true", help="also the catalog's example worlds (built already)")
+    im.add_argument("--force", action="store_true", help="rebuild the world layer even if the image exists")
+    im.add_argument("--probe", action="store_true",
+                    help="then run the container and check it over MCP (tools, one task's oracle); exit 1 if not")
+    im.add_argument("--verbose", "-v", action="store_true", help="show the engine's build output")
+    im.add_argument("--json", action="store_true", help="one JSON object per world (image, sizes, seconds...)")
+    im.set_defaults(fn=cmd_image)
 
     q = sub.add_parser("query", help="read-only SQL over the catalogs (worlds, tasks, costs) with DuckDB")
     q.add_argument("sql", metavar="SQL")

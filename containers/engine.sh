@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Prepares a container engine on a Debian machine, idempotently, and starts its Docker API socket.
+#
+# Each step is skipped when its result is already there, so a second run takes a second or two:
+#   1. packages: podman, runc, debootstrap (apt), unless the commands exist;
+#   2. configuration: ENGINE_DIR/containers.conf (runc and cgroupfs: crun refuses hybrid cgroups;
+#      ulimits no higher than this host's hard limits, which root cannot raise without CAP_SYS_RESOURCE);
+#   3. the base image localhost/worldfactory-base:bookworm, made without a registry by debootstrap from
+#      the Debian mirror the host's apt sources name, then kept as a tar in CACHE_DIR (`podman save`)
+#      so a fresh engine loads it instead of bootstrapping again;
+#   4. the Docker API: `podman system service` on ENGINE_DIR/podman.sock (its pid in podman.pid).
+#
+# Afterwards: export DOCKER_HOST=unix://ENGINE_DIR/podman.sock (the last line printed says so).
+# Environment: WORLDFACTORY_ENGINE_DIR (default .engine/ in the project), WORLDFACTORY_IMAGE_CACHE
+# (default ~/.cache/worldfactory/images). `engine.sh stop` stops the socket service this script started.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ENGINE_DIR="${WORLDFACTORY_ENGINE_DIR:-$ROOT/.engine}"
+CACHE_DIR="${WORLDFACTORY_IMAGE_CACHE:-${HOME:-/root}/.cache/worldfactory/images}"
+BASE="localhost/worldfactory-base:bookworm"
+SOCK="$ENGINE_DIR/podman.sock"
+export CONTAINERS_CONF="$ENGINE_DIR/containers.conf"
+mkdir -p "$ENGINE_DIR" "$CACHE_DIR"
+
+say() { echo "engine: $*"; }
+ping_socket() { curl -fsS --max-time 3 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }
+
+if [ "${1:-}" = "stop" ]; then
+  if [ -f "$ENGINE_DIR/podman.pid" ] && kill "$(cat "$ENGINE_DIR/podman.pid")" 2>/dev/null; then
+    say "stopped the socket service (pid $(cat "$ENGINE_DIR/podman.pid"))"
+  fi
+  rm -f "$ENGINE_DIR/podman.pid"
+  exit 0
+fi
+
+# 1. packages
+missing=()
+for pair in podman:podman runc:runc debootstrap:debootstrap curl:curl; do
+  command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null; then
+    echo "engine: missing ${missing[*]} and apt-get is not available; install them and run this again" >&2
+    exit 1
+  fi
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "podman, runc and debootstrap are installed"
+fi
+
+# 2. configuration (rewritten every time: cheap, and follows the host's limits)
+nofile="$(ulimit -Hn)"; [ "$nofile" = unlimited ] && nofile=1048576
+nproc="$(ulimit -Hu)"; { [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; } && nproc=32768
+cat > "$CONTAINERS_CONF.tmp" <<EOF
+# Written by containers/engine.sh: podman settings this host needs.
+[containers]
+default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+EOF
+mv "$CONTAINERS_CONF.tmp" "$CONTAINERS_CONF"
+
+# 3. base image
+if podman image exists "$BASE"; then
+  say "base image $BASE is present"
+elif [ -s "$CACHE_DIR/base-bookworm.tar" ]; then
+  say "loading $BASE from $CACHE_DIR/base-bookworm.tar"
+  podman load -q -i "$CACHE_DIR/base-bookworm.tar" >/dev/null
+else
+  mirror="$(grep -rhoE 'https?://[^ ]+/debian/?$|https?://[^ ]+/debian ' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null \
+            | grep -v security | head -n1 | tr -d ' ' || true)"
+  mirror="${mirror:-http://deb.debian.org/debian}"
+  rootfs="$(mktemp -d /var/tmp/worldfactory-rootfs.XXXXXX)"
+  trap 'rm -rf "$rootfs"' EXIT
+  say "bootstrapping Debian bookworm (minbase) from $mirror"
+  debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$ENGINE_DIR/debootstrap.log" 2>&1 \
+    || { tail -n 20 "$ENGINE_DIR/debootstrap.log" >&2; exit 1; }
+  rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
+  tar -C "$rootfs" -c . | podman import -q --change 'CMD ["/bin/bash"]' - "$BASE" >/dev/null
+  podman save -q -o "$CACHE_DIR/base-bookworm.tar.tmp" "$BASE"
+  mv "$CACHE_DIR/base-bookworm.tar.tmp" "$CACHE_DIR/base-bookworm.tar"
+  say "saved $BASE to $CACHE_DIR/base-bookworm.tar"
+fi
+
+# 4. the Docker API socket
+if ping_socket; then
+  say "the Docker API answers on $SOCK"
+else
+  rm -f "$SOCK"
+  setsid podman system service --time=0 "unix://$SOCK" >"$ENGINE_DIR/service.log" 2>&1 < /dev/null &
+  echo $! > "$ENGINE_DIR/podman.pid"
+  for _ in $(seq 1 50); do ping_socket && break; sleep 0.2; done
+  ping_socket || { echo "engine: the socket service did not answer; see $ENGINE_DIR/service.log" >&2; exit 1; }
+  say "started the Docker API on $SOCK (pid $(cat "$ENGINE_DIR/podman.pid"))"
+fi
+echo "export DOCKER_HOST=unix://$SOCK"
