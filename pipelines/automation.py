@@ -14,8 +14,8 @@ from worldfactory.templates import TemplateError
 
 
 @dg.sensor(job=world_build, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Adds world IDs from world_templates/registry.yaml and data/briefs/*.yaml as partitions "
-                       "and requests a build run for each new one. Deleted worlds stay deleted.")
+           description="Adds world IDs from world_templates/registry.yaml and data/briefs/ (*.yaml, *.md) as "
+                       "partitions and requests a build run for each new one. Deleted worlds stay deleted.")
 def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: WorldStore) -> dg.SensorResult:
     try:
         wanted, errors = wanted_worlds(world_store.templates(), world_store.data_root)

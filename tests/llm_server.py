@@ -5,6 +5,11 @@ answers with the next call of the task's oracle plan, one call per turn, then a 
 with the answer. With `wrong_rate` it sometimes calls a tool on the wrong record. Modes
 `malformed` (tool-call arguments that are not JSON) and `error500` (HTTP 500 on every request)
 exercise the client's failure handling. Usage is counted like a real server does.
+
+`ScriptedReplies` plays a model that drafts domain packs: it answers each request with the next
+reply of its script (a pack, raw text, or an HTTP status such as 429), keeps every request body it
+received, and counts usage; past the end of its script it answers 500, so a test that asks more
+than it planned fails loudly.
 """
 
 from __future__ import annotations
@@ -69,10 +74,42 @@ class ScriptedModel:
                           "total_tokens": prompt + completion}}
 
 
+class ScriptedReplies:
+    """Replies in order: a dict (sent as JSON content), a str (sent as is) or an int (that HTTP status)."""
+
+    def __init__(self, script: list[dict[str, Any] | str | int]) -> None:
+        self.script = list(script)
+        self.bodies: list[dict[str, Any]] = []  # every request received, errors included
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.lock = threading.Lock()
+
+    @property
+    def requests(self) -> int:
+        return len(self.bodies)
+
+    def reply(self, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+        with self.lock:
+            step = len(self.bodies)
+            self.bodies.append(body)
+            nxt = self.script[step] if step < len(self.script) else 500
+            if isinstance(nxt, int):
+                kind = "rate_limit_exceeded" if nxt == 429 else "server_error"
+                return nxt, {"error": {"message": f"scripted HTTP {nxt} (request {step + 1})", "type": kind}}, \
+                    {"retry-after-ms": "10"}
+            content = nxt if isinstance(nxt, str) else json.dumps(nxt)
+            prompt = max(1, len(json.dumps(body["messages"])) // 4)
+            completion = max(1, len(content) // 4)
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+        out = ScriptedModel._wrap(body, {"role": "assistant", "content": content}, "stop", prompt, completion)
+        return 200, out, {}
+
+
 class LLMServer:
     """`with LLMServer(model) as url:` serves /v1/chat/completions on 127.0.0.1 until the block ends."""
 
-    def __init__(self, model: ScriptedModel) -> None:
+    def __init__(self, model: ScriptedModel | ScriptedReplies) -> None:
         self.model = model
         outer = self
 
@@ -80,12 +117,16 @@ class LLMServer:
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length))
+                headers: dict[str, str] = {}
                 if self.path.rstrip("/") != "/v1/chat/completions":
                     status, out = 404, {"error": {"message": f"no route {self.path}"}}
                 else:
-                    status, out = outer.model.reply(body)
+                    status, out, *more = outer.model.reply(body)
+                    headers = more[0] if more else {}
                 raw = json.dumps(out).encode()
                 self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()

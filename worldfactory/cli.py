@@ -94,10 +94,21 @@ def _root(args: argparse.Namespace) -> Path:
     return Path(args.data) if getattr(args, "data", None) else data_root()
 
 
+def _model_settings(args: argparse.Namespace) -> None:
+    """--base-url, --model, --offline: set for this process, so its Dagster runs and workers draft alike."""
+    from worldfactory.drafting import config
+
+    for value, name in ((args.base_url, config.ENV_BASE_URL), (args.model, config.ENV_MODEL),
+                        ("1" if args.offline else None, config.ENV_OFFLINE)):
+        if value:
+            os.environ[name] = value
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from worldfactory.seeds import expand_world
+    from worldfactory.briefs import check_world_id
     from worldfactory.templates import load_templates
 
+    _model_settings(args)
     ts = load_templates(templates_root())
     root = _root(args)
     ids = list(dict.fromkeys(list(args.world_ids) + (ts.catalog.examples if args.examples else [])))
@@ -105,7 +116,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         ERR.print("error: name at least one world ID, or pass --examples (see `worldfactory seeds`)")
         return 2
     for wid in ids:
-        expand_world(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
+        check_world_id(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=ERR, transient=False)
     with progress:
@@ -225,6 +236,19 @@ def _print_results(results: list[Any], as_json: bool) -> None:
                         "oracle: tasks whose oracle plan passes its verifier; null: tasks that doing nothing passes "
                         "(must be 0). cached: already up to date. run: the Dagster run that built it "
                         "(`worldfactory ui` shows it).")
+
+
+def cmd_brief_new(args: argparse.Namespace) -> int:
+    from worldfactory.briefs import write_text_brief
+    from worldfactory.templates import load_templates
+
+    text = args.text if args.text is not None else Path(args.text_file).read_text(encoding="utf-8")
+    head = {"company_type": args.company_type, "company_name": args.company_name,
+            "variants": args.variants if args.variants != 1 else None}
+    path = write_text_brief(_root(args) / "briefs", args.slug, text, load_templates(templates_root()), head)
+    print(f"{path}: world brief.{args.slug}--v001 (build it with a model: worldfactory build brief.{args.slug}--v001 "
+          f"--base-url URL --model M)")
+    return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -631,8 +655,25 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-dagster", action="store_true",
                    help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")
+    b.add_argument("--base-url", help="OpenAI-compatible server that drafts free-text briefs' packs "
+                                      "(default $OPENAI_BASE_URL; key: $OPENAI_API_KEY)")
+    b.add_argument("--model", help="the model that drafts them (default $WORLDFACTORY_LLM_MODEL)")
+    b.add_argument("--offline", action="store_true", help="never call a model: cached replies only")
     _sandbox_args(b, verify=False)
     b.set_defaults(fn=cmd_build)
+
+    br = sub.add_parser("brief", help="free-text briefs: a model drafts their domain pack when built")
+    brs = br.add_subparsers(dest="brief_command", required=True)
+    bn = brs.add_parser("new", help="write data/briefs/SLUG.md (world brief.SLUG--v001)")
+    bn.add_argument("slug", metavar="SLUG")
+    src = bn.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", help="the description of the business")
+    src.add_argument("--text-file", metavar="FILE", help="read the description from a file")
+    bn.add_argument("--company-type", help="a company type of the templates (default: the catalog's first)")
+    bn.add_argument("--company-name", help="the company's name (default: drawn from the generation seed)")
+    bn.add_argument("--variants", type=int, default=1, help="how many worlds the sensor registers")
+    bn.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    bn.set_defaults(fn=cmd_brief_new)
 
     sh = sub.add_parser("show", help="summarise a built world")
     sh.add_argument("world", metavar="WORLD")

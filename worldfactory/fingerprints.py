@@ -9,8 +9,9 @@ and, through Dagster, as the data version of every stage of that world's partiti
 Which files a world reads (see worldfactory/seeds.py and worldfactory/generate/schema.py):
 `domains/<domain>.yaml`, `company_types/<company type>.yaml`, `modules/<m>.yaml` for every module
 the world composes (the domain's modules plus its optional modules the company type enables) and
-`vocabulary.yaml`. `catalog.yaml` and `registry.yaml` only say which worlds exist, never what is
-in one, so they are not part of any world's fingerprint.
+`vocabulary.yaml`; for a free-text brief (`<slug>.md`), whose pack a model drafts, its company type,
+`vocabulary.yaml`, every shared module and the model's name. `catalog.yaml` and `registry.yaml` only
+say which worlds exist, never what is in one, so they are not part of any world's fingerprint.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from worldfactory.briefs import TextBrief
 from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE
 from worldfactory.templates import REGISTRY_FILE, TemplateSet
 
@@ -37,14 +39,15 @@ def _template_digests(root: Path, fingerprint: str) -> dict[str, str]:
 def _seed_type(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -> tuple[str, str] | None:
     """(domain, company type) of a world ID, or None when it cannot be told (the build says why)."""
     if world_id.startswith(f"{BRIEF_PREFIX}."):
-        from worldfactory.briefs import parse_brief_world_id
+        from worldfactory.briefs import brief_path, parse_brief_world_id
         from worldfactory.seeds import SeedError
+        from worldfactory.templates import TemplateError
 
         if briefs_dir is None:
             return None
         try:
-            data = yaml.safe_load((briefs_dir / f"{parse_brief_world_id(world_id)[0]}.yaml").read_text())
-        except (OSError, yaml.YAMLError, SeedError):
+            data = yaml.safe_load(brief_path(briefs_dir, parse_brief_world_id(world_id)[0]).read_text())
+        except (OSError, yaml.YAMLError, SeedError, TemplateError):
             return None
         if not isinstance(data, dict):
             return None
@@ -59,12 +62,31 @@ def _seed_type(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -
     return str(domain), str(company)
 
 
+def _text_brief(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -> TextBrief | None:
+    """A free-text brief world's brief (its pack is drafted by a model), or None."""
+    from worldfactory.briefs import brief_path, is_text_brief, load_text_brief, parse_brief_world_id
+    from worldfactory.seeds import SeedError
+    from worldfactory.templates import TemplateError
+
+    if not world_id.startswith(f"{BRIEF_PREFIX}.") or briefs_dir is None:
+        return None
+    try:
+        path = brief_path(briefs_dir, parse_brief_world_id(world_id)[0])
+        return load_text_brief(path, templates) if is_text_brief(path) else None
+    except (SeedError, TemplateError):
+        return None
+
+
 def world_template_files(templates: TemplateSet, world_id: str, briefs_dir: Path | None = None) -> list[str]:
     """The template files (relative to the templates root) that this world's build reads.
 
     Every file when the world's seed type cannot be told (a missing or broken brief file): the
     fingerprint then changes with any template, and the build itself reports what is wrong.
     """
+    text = _text_brief(templates, world_id, briefs_dir)
+    if text is not None:  # a drafted pack may compose any shared module
+        return sorted({f"company_types/{text.company_type}.yaml", "vocabulary.yaml",
+                       *(f"modules/{m}.yaml" for m in templates.modules)})
     seed = _seed_type(templates, world_id, briefs_dir)
     if seed is None:
         return sorted(n for n in _template_digests(templates.root, templates.fingerprint) if n not in NOT_INPUTS)
@@ -79,13 +101,16 @@ def brief_file_digest(world_id: str, briefs_dir: Path | None) -> str:
     """sha256 of a brief world's brief file ("missing" if absent); empty for catalog worlds."""
     if not world_id.startswith(f"{BRIEF_PREFIX}.") or briefs_dir is None:
         return ""
-    from worldfactory.briefs import parse_brief_world_id
+    from worldfactory.briefs import brief_path, parse_brief_world_id
     from worldfactory.seeds import SeedError
+    from worldfactory.templates import TemplateError
 
     try:
-        path = briefs_dir / f"{parse_brief_world_id(world_id)[0]}.yaml"
+        path = brief_path(briefs_dir, parse_brief_world_id(world_id)[0])
     except SeedError:
         return "invalid"
+    except TemplateError:
+        return "ambiguous"
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
@@ -98,4 +123,8 @@ def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: 
     parts += [f"{name}\0{digests.get(name, 'missing')}" for name in world_template_files(templates, world_id,
                                                                                         briefs_dir)]
     parts.append(f"brief\0{brief_file_digest(world_id, briefs_dir)}")
+    if _text_brief(templates, world_id, briefs_dir) is not None:  # another model drafts another pack
+        from worldfactory.drafting.config import model_from_env
+
+        parts.append(f"model\0{model_from_env()}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.spec import Brief
+from worldfactory.spec import Brief, DomainPack
 from worldfactory.templates import TemplateSet
 
 WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})$")
@@ -98,15 +98,32 @@ def expand_seed(world_id: str, templates: TemplateSet) -> Brief:
     return _expand(str(wid), wid.domain, wid.company_type, wid.variant, templates)
 
 
-def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None = None) -> Brief:
-    """A world ID of either kind: a catalog seed, or `brief.<file stem>--v<NNN>` from a brief file."""
+def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None = None,
+                 pack: DomainPack | None = None) -> Brief:
+    """A world ID of either kind: a catalog seed, or `brief.<file stem>--v<NNN>` from a brief file.
+
+    A free-text brief (`<slug>.md`) has no domain pack of its own: `pack` is the one drafted for it."""
     if world_id.startswith(f"{BRIEF_PREFIX}."):
-        from worldfactory.briefs import load_brief_file, parse_brief_world_id
+        from worldfactory.briefs import (
+            brief_path,
+            is_text_brief,
+            load_brief_file,
+            load_text_brief,
+            parse_brief_world_id,
+            templates_with,
+        )
 
         slug, variant = parse_brief_world_id(world_id)
         if briefs_dir is None:
             raise SeedError(f"'{world_id}' comes from a brief file, but no briefs folder was given")
-        bf = load_brief_file(briefs_dir / f"{slug}.yaml", templates)
+        path = brief_path(briefs_dir, slug)
+        if is_text_brief(path):
+            if pack is None:
+                raise SeedError(f"'{world_id}': {path} is a free-text brief; its domain pack is drafted first")
+            tb = load_text_brief(path, templates)
+            return _expand(world_id, pack.name, tb.company_type, variant, templates_with(templates, pack),
+                           company_name=tb.company_name, rule_overrides=tb.rules)
+        bf = load_brief_file(path, templates)
         return _expand(world_id, bf.domain, bf.company_type, variant, templates,
                        company_name=bf.company_name, rule_overrides=bf.rules)
     return expand_seed(world_id, templates)

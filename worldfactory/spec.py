@@ -85,7 +85,7 @@ class CodeGen(Strict):
     def _format(self) -> CodeGen:
         try:
             self.code.format(n=1)
-        except (KeyError, IndexError, ValueError) as exc:
+        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:  # e.g. {n.__class__.x}
             raise ValueError(f"code must be a format with only {{n}} in it, e.g. 'CLM-{{n:06d}}': {exc}") from None
         return self
 

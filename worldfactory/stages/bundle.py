@@ -7,6 +7,7 @@ import os
 import shutil
 
 from worldfactory import confine
+from worldfactory.drafting.record import RECORD, DraftRecord, add_to_manifest
 from worldfactory.generate.bundle import publish, sha256, world_manifest, world_readme
 from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
@@ -55,6 +56,9 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     for stage_name, cost in sorted(ctx.work.costs().items()):  # tokens and dollars; seconds stay in the catalog
         manifest["costs"][stage_name] = {k: getattr(cost, k) for k in
                                          ("cost_usd", "llm_prompt_tokens", "llm_completion_tokens", "corrections")}
+    drafted = ctx.work.path / RECORD
+    if drafted.is_file():  # a model drafted the pack: the conversation's tokens, dollars and corrections
+        add_to_manifest(DraftRecord.model_validate_json(drafted.read_bytes()), manifest)
     readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable
@@ -109,6 +110,11 @@ class WorkDir:
             return {}
         return {p.stem: StageCost.model_validate_json(p.read_bytes()) for p in sorted(folder.glob("*.json"))}
 
+    def corrections(self) -> dict[str, int]:
+        """A model-drafted world's repairs by the stage that failed (drafting.json, written by world_brief)."""
+        path = self.path / "drafting.json"
+        return dict(json.loads(path.read_bytes()).get("corrections", {})) if path.is_file() else {}
+
     def write_proof(self, proof: Proof) -> None:
         self._atomic(self.path / "proofs" / f"{proof.stage}.json", proof.model_dump_json(indent=1).encode())
 
@@ -182,7 +188,8 @@ def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
     wall, cpu = time.perf_counter(), _cpu()
     counts = confine.run_stage(stage, "make", ctx)
     cost = ctx.usage.model_copy(update={"cpu_seconds": round(_cpu() - cpu, 6),
-                                        "wall_seconds": round(time.perf_counter() - wall, 6)})
+                                        "wall_seconds": round(time.perf_counter() - wall, 6),
+                                        "corrections": ctx.work.corrections().get(stage.name, ctx.usage.corrections)})
     ctx.work.write_cost(stage.name, cost)
     return StageReport(world_id=ctx.world_id, stage=stage.name, files=ctx.work.hashes(stage.writes), counts=counts,
                        cost=cost)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from worldfactory.generate.schema import build_spec, check_schema, schema_sql
+from worldfactory.stages.brief import world_templates
 from worldfactory.stages.core import BuildContext, Stage
 
 
 def make_schema(ctx: BuildContext) -> dict[str, int]:
-    spec = build_spec(ctx.brief(STAGE.name), ctx.templates)
+    spec = build_spec(ctx.brief(STAGE.name), world_templates(ctx, STAGE.name))  # the world's pack.json
     ctx.work.write("spec.json", (spec.model_dump_json(indent=1, by_alias=True) + "\n").encode())
     ctx.work.write("schema.sql", schema_sql(spec).encode())
     return {"tables": len(spec.tables), "columns": sum(len(t.columns) for t in spec.tables),
@@ -26,5 +27,5 @@ STAGE = Stage(
     make=make_schema,
     prove=prove_schema,
     writes=("spec.json", "schema.sql"),
-    reads=("brief.json",),
+    reads=("brief.json", "pack.json"),
 )

@@ -1,0 +1,377 @@
+"""A free-text brief becomes a world through a model played by a loopback server (tests/llm_server.py).
+
+The "model" answers with real packs: tests/small_templates' help-desk pack as JSON, renamed, or
+broken on purpose. Every build is the real engine (and once real Dagster) on the small template set.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import json
+import os
+import subprocess
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pipelines.definitions import make_definitions
+from resources.world_store import WorldStore
+from tests.conftest import PYTHON, small_templates_at
+from tests.llm_server import LLMServer, ScriptedReplies
+from worldfactory.briefs import brief_world_ids
+from worldfactory.cli import main as cli_main
+from worldfactory.drafting.checks import check_drafted
+from worldfactory.drafting.config import PRICES
+from worldfactory.drafting.loop import validate_reply
+from worldfactory.drafting.prompt import EXAMPLE
+from worldfactory.packs import check_domain, pack_schema
+from worldfactory.stages.pipeline import StageFailed, build_world
+from worldfactory.templates import TemplateSet, load_templates
+
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+SLUG = "acme-desk"
+WID = f"brief.{SLUG}--v001"
+MODEL = "gpt-4o-mini"  # in the price table, so dollars are not zero
+BRIEF = "---\ncompany_name: Acme Desk\ncompany_type: small\n---\nWe run the IT service desk of a mid-sized firm.\n"
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return small_templates_at(tmp_path_factory.mktemp("drafting") / "templates")
+
+
+@pytest.fixture(scope="module")
+def ts(templates: Path) -> TemplateSet:
+    return load_templates(templates)
+
+
+@pytest.fixture(scope="module")
+def pack(templates: Path) -> dict[str, Any]:
+    """A valid pack, as a model would send it: the help-desk pack as JSON, under a new name."""
+    data = yaml.safe_load((templates / "domains" / "help-desk.yaml").read_text())
+    data["name"] = "service-desk"
+    return data
+
+
+def data_root(base: Path, text: str = BRIEF) -> Path:
+    (base / "briefs").mkdir(parents=True)
+    (base / "briefs" / f"{SLUG}.md").write_text(text)
+    return base
+
+
+@pytest.fixture
+def model_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "WORLDFACTORY_LLM_OFFLINE", "WORLDFACTORY_LLM_CACHE",
+                 "WORLDFACTORY_LLM_PRICES", "WORLDFACTORY_LLM_MAX_REPAIRS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLDFACTORY_LLM_MODEL", MODEL)
+    return monkeypatch
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+def cost_rows(root: Path) -> dict[str, dict[str, Any]]:
+    rows = pq.read_table(root / "catalog" / "costs" / f"world_id={WID}" / "part-0.parquet").to_pylist()
+    return {r["stage"]: r for r in rows}
+
+
+def dollars(prompt: int, completion: int) -> float:
+    p = PRICES[MODEL]
+    return round((prompt * p.input_per_mtok + completion * p.output_per_mtok) / 1e6, 8)
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory: pytest.TempPathFactory, templates: Path, pack: dict[str, Any]) -> Iterator[dict]:
+    """The valid-first-reply world, built through Dagster on a real instance (the server is gone afterwards).
+
+    The server answers the first request with HTTP 429 (rate limited): the client retries it."""
+    base = tmp_path_factory.mktemp("first")
+    root = data_root(base / "data")
+    model = ScriptedReplies([429, pack])
+    saved = dict(os.environ)
+    os.environ.pop("WORLDFACTORY_LLM_OFFLINE", None)
+    os.environ["WORLDFACTORY_LLM_MODEL"] = MODEL
+    try:
+        with LLMServer(model) as url, dg.instance_for_test() as instance:
+            os.environ["OPENAI_BASE_URL"] = url
+            defs = make_definitions(WorldStore(root=str(root), templates_root=str(templates)))
+            instance.add_dynamic_partitions("world", [WID])
+            result = defs.resolve_job_def("world_build").execute_in_process(
+                instance=instance, partition_key=WID, raise_on_error=False,
+                run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}})
+            mats = {m.asset_key.path[-1]: {k: v.value for k, v in m.metadata.items()}
+                    for m in result.get_asset_materialization_events()
+                    for m in [m.event_specific_data.materialization]}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    yield {"root": root, "model": model, "result": result, "meta": mats, "base": base}
+
+
+def test_a_valid_first_reply_builds_the_world_with_no_corrections(first: dict) -> None:
+    assert first["result"].success
+    model, root = first["model"], first["root"]
+    [_, body] = model.bodies  # after the 429
+    # the protocol: the whole pack as one JSON object through response_format json_schema
+    assert body["model"] == MODEL and body["temperature"] == 0
+    assert body["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "domain_pack", "schema": pack_schema("domain")}}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert "IT service desk of a mid-sized firm" in body["messages"][1]["content"]
+    bundle = root / "worlds" / WID
+    manifest = json.loads((bundle / "world.json").read_text())
+    usd = dollars(model.prompt_tokens, model.completion_tokens)
+    assert usd > 0
+    assert manifest["drafting"]["corrections"] == {} and manifest["drafting"]["attempts"] == 1
+    assert manifest["costs"]["world_brief"] == {"corrections": 0, "cost_usd": usd,
+                                                "llm_prompt_tokens": model.prompt_tokens,
+                                                "llm_completion_tokens": model.completion_tokens}
+    assert json.loads((bundle / "pack.json").read_text())["name"] == "service-desk"
+    brief = json.loads((bundle / "brief.json").read_text())
+    assert (brief["domain"], brief["company_name"], brief["company_type"]) == ("service-desk", "Acme Desk", "small")
+    meta = first["meta"]["world_brief"]  # Dagster metadata: what this run spent
+    assert (meta["llm_prompt_tokens"], meta["llm_completion_tokens"], meta["corrections"]) == (
+        model.prompt_tokens, model.completion_tokens, 0)
+    assert meta["cost_usd"] == pytest.approx(usd)
+    row = cost_rows(root)["world_brief"]
+    assert (row["llm_prompt_tokens"], row["llm_completion_tokens"], row["corrections"]) == (
+        model.prompt_tokens, model.completion_tokens, 0)
+    assert sum(r["corrections"] for r in cost_rows(root).values()) == 0
+
+
+def test_cached_rebuild_with_the_server_stopped_gives_the_same_bytes_at_no_cost(
+        first: dict, templates: Path, tmp_path: Path, model_env: pytest.MonkeyPatch) -> None:
+    root = first["root"]
+    before = hashes(root / "worlds" / WID)
+    env = dict(os.environ, WORLDFACTORY_DATA=str(root), WORLDFACTORY_TEMPLATES=str(templates),
+               DAGSTER_HOME=str(tmp_path / "home"), OPENAI_BASE_URL="http://127.0.0.1:9/v1")  # nothing listens
+    env.pop("WORLDFACTORY_LLM_MODEL", None)
+    r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", WID, "--no-dagster", "--force", "--offline",
+                        "--model", MODEL, "--json"], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)[0]["skipped"] is False
+    assert hashes(root / "worlds" / WID) == before
+    assert first["model"].requests == 2  # the 429 and the reply, both while the world was first built
+    row = cost_rows(root)["world_brief"]  # this build spent nothing
+    assert (row["llm_prompt_tokens"], row["llm_completion_tokens"], row["cost_usd"]) == (0, 0, 0.0)
+    # a changed brief text is a new request, which --offline refuses (and nothing is published over the world)
+    brief = root / "briefs" / f"{SLUG}.md"
+    original = brief.read_text()
+    brief.write_text(original.replace("mid-sized", "large"))
+    model_env.setenv("WORLDFACTORY_LLM_OFFLINE", "1")
+    try:
+        with pytest.raises(StageFailed, match="not in the reply cache .* --offline forbids calling a model"):
+            build_world(WID, root, load_templates(templates))
+    finally:
+        brief.write_text(original)
+    assert hashes(root / "worlds" / WID) == before
+
+
+def test_a_changed_model_makes_the_world_stale(first: dict, ts: TemplateSet, model_env: pytest.MonkeyPatch) -> None:
+    from worldfactory.fingerprints import world_inputs_fingerprint
+
+    briefs = first["root"] / "briefs"
+    one = world_inputs_fingerprint(ts, WID, briefs)
+    model_env.setenv("WORLDFACTORY_LLM_MODEL", "another-model")
+    assert world_inputs_fingerprint(ts, WID, briefs) != one
+
+
+def test_a_broken_draft_is_repaired_once(tmp_path: Path, ts: TemplateSet, pack: dict[str, Any],
+                                         model_env: pytest.MonkeyPatch) -> None:
+    broken = copy.deepcopy(pack)
+    broken["tables"][0]["workflow"]["transitions"][0]["from"] = ["pending"]
+    root = data_root(tmp_path)
+    model = ScriptedReplies([broken, pack])
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        build_world(WID, root, ts)
+    assert model.requests == 2
+    second = model.bodies[1]["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert json.loads(second[2]["content"]) == broken  # the same conversation, its reply included
+    quote = second[3]["content"]
+    assert "pack.json: field 'tables[0:requests].workflow.transitions[0:grant_credit].from[0]'" in quote
+    assert "'pending'" in quote and "whole corrected domain pack as one JSON object" in quote
+    manifest = json.loads((root / "worlds" / WID / "world.json").read_text())
+    assert manifest["drafting"]["corrections"] == {"world_brief": 1} and manifest["drafting"]["attempts"] == 2
+    assert manifest["costs"]["world_brief"]["corrections"] == 1
+    assert manifest["costs"]["world_brief"]["llm_prompt_tokens"] == model.prompt_tokens
+    assert cost_rows(root)["world_brief"]["corrections"] == 1
+
+
+def test_a_model_that_never_gets_it_right_fails_clearly_publishes_nothing_and_its_cost_is_recorded(
+        tmp_path: Path, ts: TemplateSet, pack: dict[str, Any], model_env: pytest.MonkeyPatch) -> None:
+    failing_seed = copy.deepcopy(pack)  # valid, but the generated data breaks its own invariant
+    failing_seed["invariants"] = [{"name": "no request has a fee", "sql": "SELECT count(*) FROM requests"}]
+    no_anchor = {k: v for k, v in pack.items() if k != "anchor"}
+    root = data_root(tmp_path)
+    model = ScriptedReplies([failing_seed, "Sure! Here is the pack you asked for.", no_anchor])
+    model_env.setenv("WORLDFACTORY_LLM_MAX_REPAIRS", "2")
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        with pytest.raises(StageFailed) as err:
+            build_world(WID, root, ts)
+    assert model.requests == 3
+    message = str(err.value)
+    assert "world_brief failed its check 'brief_valid'" in message
+    assert "no draft proved after 3 replies (2 repairs)" in message and "field 'anchor': Field required" in message
+    quoted = model.bodies[1]["messages"][-1]["content"]
+    assert "Stage seed_database failed its check 'seed_integrity'" in quoted
+    assert "invariant 'no request has a fee' fails" in quoted
+    assert "not one JSON object" in model.bodies[2]["messages"][-1]["content"]
+    assert not (root / "worlds").exists() or not any((root / "worlds").iterdir())
+    row = cost_rows(root)["world_brief"]
+    assert (row["llm_prompt_tokens"], row["llm_completion_tokens"]) == (model.prompt_tokens, model.completion_tokens)
+    assert row["cost_usd"] == pytest.approx(dollars(model.prompt_tokens, model.completion_tokens)) and row["cost_usd"]
+    assert row["corrections"] == 1  # the unreadable reply; the seed stage's repair is recorded in drafting.json
+
+
+def test_429_then_success(first: dict) -> None:
+    model = first["model"]
+    assert model.requests == 2 and model.bodies[0] == model.bodies[1]  # the rate-limited request, sent again
+    manifest = json.loads((first["root"] / "worlds" / WID / "world.json").read_text())
+    assert manifest["drafting"]["attempts"] == 1 and len(manifest["drafting"]["requests"]) == 1
+
+
+def test_a_server_that_keeps_failing_fails_the_build_and_records_no_pack(
+        tmp_path: Path, ts: TemplateSet, model_env: pytest.MonkeyPatch) -> None:
+    root = data_root(tmp_path)
+    model = ScriptedReplies([503] * 10)
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        with pytest.raises(Exception, match="InternalServerError|APIStatusError|after 4 retries") as err:
+            build_world(WID, root, ts)
+    assert model.requests == 5, str(err.value)  # the first try and the client's 4 retries, with backoff
+    assert not (root / "worlds").exists()
+    assert cost_rows(root)["world_brief"]["llm_prompt_tokens"] == 0
+
+
+SMUGGLED = ("__import__('os').system('touch {canary}')", "\"\"\"); import os; os.system('touch {canary}'); (\"\"\"",
+            "</script><script>alert(1)</script>", "{n.__class__.__mro__}", "'; DROP TABLE users; --")
+
+
+def test_smuggled_code_like_strings_stay_inert(first: dict, tmp_path: Path, ts: TemplateSet,
+                                               pack: dict[str, Any], model_env: pytest.MonkeyPatch) -> None:
+    canary = tmp_path / "canary"
+    payloads = [s.replace("{canary}", str(canary)) for s in SMUGGLED]
+    # the first reply smuggles code where code could run: a table name, SQL that writes a file, a format field
+    bad = copy.deepcopy(pack)
+    bad["derive"] = [f"ATTACH DATABASE '{canary}' AS smuggled"]
+    bad["tables"][0]["workflow"]["transitions"][2]["verb"] = "close {obj:>99999999}"
+    # the second puts it where strings are data: titles, descriptions, labels, messages, departments
+    sly = copy.deepcopy(pack)
+    sly["title"] = payloads[0]
+    sly["departments"] = [*payloads, *sly["departments"]]
+    t = sly["tables"][0]
+    t["description"] = payloads[1]
+    t["columns"][3]["label"] = payloads[2]
+    t["columns"][5]["enum"] = t["columns"][5]["enum"]
+    for tr in t["workflow"]["transitions"]:
+        tr["description"] = payloads[1] + " " + payloads[3]
+    t["workflow"]["transitions"][0]["guards"][0]["message"] = payloads[4]
+    t["workflow"]["transitions"][0]["guards"][0]["says"] = payloads[2]
+    root = data_root(tmp_path / "data")
+    model = ScriptedReplies([bad, sly])
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        build_world(WID, root, ts)
+    quote = model.bodies[1]["messages"][-1]["content"]
+    assert "field 'tables[0:requests].workflow.transitions[2:close_request].verb': placeholder {obj:>99999999}" \
+        in quote, quote
+    assert "field 'derive[0]': not allowed in a drafted pack" in quote
+    assert not canary.exists()
+    bundle = root / "worlds" / WID
+    tools = (bundle / "tools.py").read_text()
+    assert payloads[1] in tools or json.dumps(payloads[1])[1:-1] in tools or repr(payloads[1])[1:-1] in tools
+
+    def shape(source: str) -> str:
+        """The code with every string constant blanked: what strings cannot change."""
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                node.value = ""
+        return ast.dump(tree)
+
+    clean = (first["root"] / "worlds" / WID / "tools.py").read_text()
+    assert shape(tools) == shape(clean)  # the payloads changed string constants and nothing else
+    page = (bundle / "index.html").read_text()
+    assert payloads[2] not in page and "&lt;/script&gt;&lt;script&gt;alert(1)" in page
+    lookup = copy.deepcopy(pack)  # a format field that walks attributes is refused by the pack language itself
+    lookup["tables"][0]["columns"][0]["gen"] = {"code": "REQ-{n.__class__.__init__.__globals__}"}
+    refused = validate_reply(json.dumps(lookup), load_brief(root, ts), ts)
+    assert "field 'tables[0:requests].columns[0:reference].gen': code must be a format" in refused.reason  # type: ignore[union-attr]
+
+
+def load_brief(root: Path, ts: TemplateSet) -> Any:
+    from worldfactory.briefs import load_text_brief
+
+    return load_text_brief(root / "briefs" / f"{SLUG}.md", ts)
+
+
+@pytest.mark.parametrize("field,sql", [
+    ("derive", "ATTACH DATABASE '/tmp/x.db' AS x"),
+    ("derive", "VACUUM INTO '/tmp/x.db'"),
+    ("derive", "PRAGMA writable_schema = 1"),
+    ("derive", "DROP TABLE users"),
+    ("invariants", "WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r"),
+    ("invariants", "DELETE FROM requests"),
+    ("invariants", "SELECT load_extension('x')"),
+])
+def test_drafted_sql_may_only_read_or_change_rows(field: str, sql: str, pack: dict[str, Any],
+                                                  ts: TemplateSet) -> None:
+    data = copy.deepcopy(pack)
+    data[field] = [sql] if field == "derive" else [{"name": "smuggled", "sql": sql}]
+    out = validate_reply(json.dumps(data), brief_of(ts), ts)
+    loc = "derive[0]" if field == "derive" else "invariants[0].sql"
+    assert f"pack.json: field '{loc}': not allowed in a drafted pack" in out.reason  # type: ignore[union-attr]
+    fine = copy.deepcopy(pack)
+    fine["derive"] = ["UPDATE requests SET credit = 0 WHERE status = 'open'"]
+    assert not hasattr(validate_reply(json.dumps(fine), brief_of(ts), ts), "reason")
+
+
+def brief_of(ts: TemplateSet) -> Any:
+    from worldfactory.briefs import TextBrief
+
+    return TextBrief(company_type="small", description="x")
+
+
+def test_the_prompts_example_pack_is_a_valid_drafted_pack() -> None:
+    real = load_templates()
+    from worldfactory.spec import DomainPack
+
+    pack = DomainPack.model_validate(EXAMPLE)
+    assert check_domain(Path("pack.json"), pack, real.modules) == []
+    reachable = {t.name: t for m in pack.modules for t in real.modules[m].tables} | {t.name: t for t in pack.tables}
+    rules = {r.name for m in pack.modules for r in real.modules[m].rules}
+    assert check_drafted(pack, EXAMPLE, reachable, set(real.domains), {}, rules) == []
+
+
+def test_brief_new_writes_a_text_brief_the_sensor_registers(tmp_path: Path, templates: Path, ts: TemplateSet,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WORLDFACTORY_TEMPLATES", str(templates))
+    assert cli_main(["brief", "new", "harbor", "--text", "A marina renting boat slips.", "--company-type", "small",
+                     "--variants", "2", "--data", str(tmp_path)]) == 0
+    text = (tmp_path / "briefs" / "harbor.md").read_text()
+    assert text == "---\ncompany_type: small\nvariants: 2\n---\nA marina renting boat slips.\n"
+    assert cli_main(["brief", "new", "harbor", "--text", "again", "--data", str(tmp_path)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert brief_world_ids(tmp_path / "briefs", ts) == (["brief.harbor--v001", "brief.harbor--v002"], [])
+    (tmp_path / "briefs" / "bad.md").write_text("---\ncolour: blue\n---\nA bakery.\n")
+    (tmp_path / "briefs" / "harbor.yaml").write_text("domain: help-desk\ncompany_type: small\n")
+    ids, errors = brief_world_ids(tmp_path / "briefs", ts)
+    assert ids == [] and len(errors) == 2
+    assert any("bad.md: field 'colour': Extra inputs are not permitted" in e for e in errors)
+    assert any("harbor.yaml" in e and "one brief file per slug" in e for e in errors)

@@ -1,0 +1,146 @@
+"""What a model's pack must pass beyond the pack language's own validation: its strings stay data.
+
+A hand-written pack is trusted text; a drafted one is not. Its SQL (invariants, derive) runs in the
+seed stage, so it must be one statement that only reads the world's tables (invariants) or only
+changes their rows (derive): SQLite's authorizer sees every table, column and function a statement
+touches while it is compiled, and anything else (ATTACH, PRAGMA, VACUUM INTO, DDL, recursion) is
+refused. Its format strings (`code`, `template`, `verb`) may only name plain fields with a short
+width: no attribute or index lookups, no million-character padding. Its sizes are bounded, so a
+draft cannot ask for a world that takes hours to build. Every problem is one line
+`pack.json: field '<path>': <what is wrong>`, as the pack checks write them.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import string
+from typing import Any
+
+from worldfactory.briefs import SLUG_RE
+from worldfactory.spec import DomainPack, TableDef
+
+PACK_FILE = "pack.json"  # how a drafted pack is named in messages (and in the work folder)
+MAX_TABLES = 24
+MAX_COLUMNS = 40
+MAX_ROWS = 2000  # rows of one table at scale 1.0 (hand-written packs use 10 to 600)
+MAX_PER_PARENT = 20
+MAX_STRING = 2000
+FORMAT_KEYS = ("code", "template", "verb")
+FIELD_RE = re.compile(r"^[a-z_][a-z0-9_]*$", re.I)
+SPEC_RE = re.compile(r"^0?\d{0,2}d?$")  # e.g. 06d, 4, d, or nothing
+READ = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+WRITE = READ | {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
+BANNED_FUNCTIONS = {"load_extension", "randomblob", "zeroblob", "sqlite_compileoption_get", "readfile",
+                    "writefile", "fts3_tokenizer"}
+
+
+def _line(loc: str, msg: str) -> str:
+    return f"{PACK_FILE}: field '{loc}': {msg}"
+
+
+def _sql_problem(conn: sqlite3.Connection, sql: str, allowed: set[int], must: set[int]) -> str:
+    """Why this statement may not run on a world's seed, or ''. Compiled (EXPLAIN), never executed."""
+    seen: list[tuple[int, str | None, str | None, str | None]] = []
+
+    def auth(action: int, a1: str | None, a2: str | None, db: str | None, _trigger: str | None) -> int:
+        seen.append((action, a1, a2, db))
+        if action not in allowed or (db not in (None, "main")):
+            return sqlite3.SQLITE_DENY
+        if action == sqlite3.SQLITE_FUNCTION and (a2 or "").lower() in BANNED_FUNCTIONS:
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(auth)
+    try:
+        conn.execute("EXPLAIN " + sql)
+    except sqlite3.Error as exc:
+        return f"not allowed in a drafted pack ({exc}); use one plain statement on the pack's tables"
+    finally:
+        conn.set_authorizer(None)
+    if not any(a in must for a, *_ in seen):
+        return "not allowed in a drafted pack: it must be one plain statement on the pack's tables"
+    return ""
+
+
+def _check_sql(pack: DomainPack, reachable: dict[str, TableDef], lines: list[str]) -> None:
+    conn = sqlite3.connect(":memory:")
+    try:
+        for t in reachable.values():
+            cols = ", ".join(["id INTEGER PRIMARY KEY", *(f'"{c.name}"' for c in t.columns)])
+            conn.execute(f'CREATE TABLE "{t.name}" ({cols})')
+        for i, inv in enumerate(pack.invariants):
+            why = _sql_problem(conn, inv.sql, READ, {sqlite3.SQLITE_SELECT})
+            if why:
+                lines.append(_line(f"invariants[{i}].sql", f"{why} (an invariant is one SELECT returning a count)"))
+        for i, stmt in enumerate(pack.derive):
+            why = _sql_problem(conn, stmt, WRITE, {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE,
+                                                   sqlite3.SQLITE_DELETE})
+            if why:
+                lines.append(_line(f"derive[{i}]", f"{why} (derive is one UPDATE, INSERT or DELETE)"))
+    finally:
+        conn.close()
+
+
+def _check_formats(node: Any, loc: str, lines: list[str]) -> None:
+    """Every `code`, `template` and `verb` string: plain {field} or {field:06d}, nothing else."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            here = f"{loc}.{key}" if loc else str(key)
+            if key in FORMAT_KEYS and isinstance(value, str):
+                try:
+                    fields = [(f, s, c) for _, f, s, c in string.Formatter().parse(value) if f is not None]
+                except ValueError as exc:
+                    lines.append(_line(here, f"not a valid format: {exc}"))
+                    continue
+                for name, spec, conv in fields:
+                    if not FIELD_RE.match(name) or conv or not SPEC_RE.match(spec or ""):
+                        lines.append(_line(here, f"placeholder {{{name}{'!' + conv if conv else ''}"
+                                                 f"{':' + spec if spec else ''}}} is not allowed: use a plain "
+                                                 f"name like {{n}} or {{n:06d}}"))
+            else:
+                _check_formats(value, here, lines)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            name = f":{item['name']}" if isinstance(item, dict) and isinstance(item.get("name"), str) else ""
+            _check_formats(item, f"{loc}[{i}{name}]", lines)
+
+
+def _check_strings(node: Any, loc: str, lines: list[str]) -> None:
+    if isinstance(node, str) and len(node) > MAX_STRING:
+        lines.append(_line(loc, f"a text of {len(node)} characters; at most {MAX_STRING}"))
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            _check_strings(value, f"{loc}.{key}" if loc else str(key), lines)
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            _check_strings(item, f"{loc}[{i}]", lines)
+
+
+def check_drafted(pack: DomainPack, data: dict[str, Any], reachable: dict[str, TableDef],
+                  taken: set[str], required_rules: dict[str, float], module_rules: set[str]) -> list[str]:
+    """The extra checks of a model's pack (see the module docstring); [] when it passes."""
+    lines: list[str] = []
+    if not SLUG_RE.match(pack.name):
+        lines.append(_line("name", f"'{pack.name}' is not a slug (lowercase letters, digits, '-')"))
+    elif pack.name in taken:
+        lines.append(_line("name", f"'{pack.name}' is a hand-written domain pack's name; choose another"))
+    if len(pack.tables) > MAX_TABLES:
+        lines.append(_line("tables", f"{len(pack.tables)} tables; a drafted pack has at most {MAX_TABLES}"))
+    for i, t in enumerate(pack.tables):
+        loc = f"tables[{i}:{t.name}]"
+        if len(t.columns) > MAX_COLUMNS:
+            lines.append(_line(f"{loc}.columns", f"{len(t.columns)} columns; at most {MAX_COLUMNS}"))
+        if t.rows is not None and not 1 <= t.rows <= MAX_ROWS:
+            lines.append(_line(f"{loc}.rows", f"{t.rows} rows; a drafted table has 1 to {MAX_ROWS}"))
+        if t.per_parent is not None and not 0 <= t.per_parent.count[0] <= t.per_parent.count[1] <= MAX_PER_PARENT:
+            lines.append(_line(f"{loc}.per_parent.count", f"{list(t.per_parent.count)}: at most {MAX_PER_PARENT} "
+                                                          f"rows per parent, fewest first"))
+    declared = {r.name for r in pack.rules} | module_rules
+    for name in sorted(required_rules):
+        if name not in declared:
+            lines.append(_line("rules", f"the brief sets the policy value '{name}'; declare a rule named '{name}'"))
+    _check_strings(data, "", lines)
+    _check_formats(data, "", lines)
+    _check_sql(pack, reachable, lines)
+    return lines
