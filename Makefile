@@ -14,9 +14,11 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # The suite also tests the trainer adapters (worldfactory.adapters): they need the `trainers` extra
-# (torch CPU, transformers, TRL, datasets), which `make demo` does not.
+# (torch CPU, transformers, TRL, datasets, OpenEnv), which `make demo` does not. verifiers goes in
+# without its pins (it pins mcp==2.0.0; see pyproject.toml).
 $(TRAINERS): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[dev,trainers]"
+	$(BIN)/python -m pip install --quiet --no-deps "verifiers==0.4.0"
 	@touch $(TRAINERS)
 
 demo: $(STAMP)  ## build and verify the three example worlds into data/worlds/
