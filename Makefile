@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TRAINERS := $(VENV)/.installed-trainers
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean images test-images
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -26,6 +26,17 @@ demo: $(STAMP)  ## build and verify the three example worlds into data/worlds/
 
 test: $(TRAINERS)  ## the whole test suite
 	$(BIN)/python -m pytest
+
+# World images (needs root on Debian: it installs podman). containers/engine.sh prepares the engine
+# idempotently (packages, .engine/containers.conf, the base image cached with `podman save`, the Docker
+# API socket .engine/podman.sock); then every example world gets its image, run and checked over MCP.
+images: $(STAMP)  ## container engine + the example worlds' images (after this: make test-images)
+	containers/engine.sh
+	$(BIN)/worldfactory build --examples
+	$(BIN)/worldfactory image --examples --probe
+
+test-images: $(STAMP)  ## tests against real images and containers (needs `make images` first)
+	$(BIN)/python -m pytest -n0 tests/images
 
 lint: $(STAMP)
 	$(BIN)/ruff check worldfactory assets pipelines resources tests bench

@@ -462,6 +462,17 @@ def cmd_image(args: argparse.Namespace) -> int:
     from worldfactory.images.probe import probe_image
     from worldfactory.images.world import build_world_image
 
+    if args.runtime:  # the shared runtime image, which is also the Dagster code image (deploy/)
+        from worldfactory.images import connect
+        from worldfactory.images.runtime import ensure_runtime
+
+        try:
+            ref, built = ensure_runtime(connect())
+        except ImageError as exc:
+            ERR.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            return 2
+        print(json.dumps({"image": ref, "built": built}) if args.json else ref)
+        return 0
     refs = list(args.worlds)
     if args.examples:
         from worldfactory.templates import load_templates
@@ -728,6 +739,8 @@ def parser() -> argparse.ArgumentParser:
     im.add_argument("--force", action="store_true", help="rebuild the world layer even if the image exists")
     im.add_argument("--probe", action="store_true",
                     help="then run the container and check it over MCP (tools, one task's oracle); exit 1 if not")
+    im.add_argument("--runtime", action="store_true",
+                    help="only the shared runtime image (also the Dagster code image of deploy/): its reference")
     im.add_argument("--verbose", "-v", action="store_true", help="show the engine's build output")
     im.add_argument("--json", action="store_true", help="one JSON object per world (image, sizes, seconds...)")
     im.set_defaults(fn=cmd_image)

@@ -1,7 +1,8 @@
 """The shared runtime image: Debian base, Python 3.11, the project's dependencies and the project itself.
 
 Layers, from the bottom: the base image (`make images` makes it with debootstrap: no registry is
-needed), Python and a non-root user `world` (apt), a virtual environment with the project's
+needed), Python, Graphviz (the bundle stage draws the world page's ER diagram) and a non-root user
+`world` (apt), a virtual environment with the project's
 dependencies at exactly the versions of the building host's environment (pip; the host's CA bundle
 is used in a builder stage only, so it never reaches the image), then the project's source.
 
@@ -36,7 +37,7 @@ CA_CANDIDATES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 DOCKERFILE = """\
 FROM {base} AS system
 RUN apt-get update -qq \\
- && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv graphviz >/dev/null \\
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \\
  && useradd --uid {uid} --user-group --create-home --shell /usr/sbin/nologin world
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from worldfactory.images.runtime import USER_ID, ensure_runtime
 from worldfactory.runtime.world import WorldError, read_bundle
 
 WORLD_REPO = "localhost/worldfactory"
+RUNTIME_ENV = "WORLDFACTORY_RUNTIME_IMAGE"  # pins the runtime image worlds are built on
 BUNDLE_DIR = "/srv/world"
 PORT = 8000
 LABEL = "org.worldfactory."
@@ -118,12 +120,20 @@ def read_published(bundle: Path) -> dict[str, bytes]:
 
 
 def build_world_image(bundle: Path, client: docker.DockerClient | None = None, log: Log | None = None,
-                      force: bool = False) -> WorldImage:
-    """The image of a published bundle: reused when this bundle already has one on the current runtime."""
+                      force: bool = False, runtime: str | None = None) -> WorldImage:
+    """The image of a published bundle: reused when this bundle already has one on the same runtime.
+
+    `runtime` names a runtime image to build on; by default $WORLDFACTORY_RUNTIME_IMAGE, else the one
+    for the project as it is now (worldfactory.images.runtime), built first if missing.
+    """
     started = time.perf_counter()
     files = read_published(bundle)
     client = client or connect()
-    runtime, _ = ensure_runtime(client, log=log)
+    runtime = runtime or os.environ.get(RUNTIME_ENV, "").strip() or None
+    if runtime is None:
+        runtime, _ = ensure_runtime(client, log=log)
+    elif find_image(client, runtime) is None:
+        raise ImageError(f"the runtime image {runtime} is not in the engine")
     labels = bundle_labels(files, runtime)
     world_id = labels[f"{LABEL}world-id"]
     ref = f"{image_name(world_id)}:{labels[f'{LABEL}bundle-sha256'][:12]}"

@@ -1,0 +1,76 @@
+"""World images without an engine: the clear error when none answers, refused bundles, deterministic contexts.
+
+The tests that build and run real images are in tests/images/ (`make test-images`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PYTHON, ROOT, SMALL
+from worldfactory.images import EngineError, ImageError, connect
+from worldfactory.images.context import context_tar
+from worldfactory.images.world import LABEL, bundle_labels, image_name, read_published, world_context
+from worldfactory.stages.pipeline import build_world
+from worldfactory.templates import load_templates
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory, small_templates: Path) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    build_world(SMALL[0], root, templates=load_templates(str(small_templates)))
+    return root / "worlds" / SMALL[0]
+
+
+def test_no_engine_says_how_to_get_one(tmp_path: Path, bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = f"unix://{tmp_path}/no-engine.sock"
+    monkeypatch.setenv("DOCKER_HOST", missing)
+    with pytest.raises(EngineError, match="make images") as err:
+        connect()
+    assert missing in str(err.value)
+    cli = subprocess.run([PYTHON, "-m", "worldfactory.cli", "image", str(bundle)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, env={"PATH": "/usr/bin:/bin", "DOCKER_HOST": missing})
+    assert cli.returncode == 2 and cli.stdout == ""
+    assert "no container engine answers" in cli.stderr and "make images" in cli.stderr
+
+
+def test_a_changed_bundle_is_refused_before_any_build(tmp_path: Path, bundle: Path) -> None:
+    copy = tmp_path / SMALL[0]
+    copy.mkdir()
+    for p in bundle.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    (copy / "seed.db").write_bytes((copy / "seed.db").read_bytes() + b"\0")
+    with pytest.raises(ImageError, match="seed.db: its sha256 differs"):
+        read_published(copy)
+
+
+def test_the_world_layer_is_the_published_bytes_and_contexts_are_deterministic(bundle: Path) -> None:
+    files = read_published(bundle)
+    labels = bundle_labels(files, "localhost/worldfactory-runtime:x")
+    ctx = world_context(files, labels, "localhost/worldfactory-runtime:x")
+    assert {k.removeprefix("world/"): v for k, v in ctx.items() if k.startswith("world/")} == files
+    manifest = json.loads(files["world.json"])
+    assert labels[f"{LABEL}world-id"] == manifest["world_id"] == SMALL[0]
+    assert labels[f"{LABEL}bundle-sha256"] == hashlib.sha256(files["world.json"]).hexdigest()
+    assert labels[f"{LABEL}sha256.seed.db"] == manifest["files"]["seed.db"]
+    dockerfile = ctx["Dockerfile"].decode()
+    assert "USER 10001:10001" in dockerfile and "HEALTHCHECK" in dockerfile and '"0.0.0.0"' in dockerfile
+    # the same files in another order give the same archive, byte for byte
+    assert context_tar(ctx) == context_tar(dict(reversed(list(ctx.items()))))
+    with tarfile.open(fileobj=io.BytesIO(context_tar(ctx))) as tar:
+        member = tar.getmember("world/seed.db")
+        assert member.mtime == 0 and member.uid == 0 and tar.extractfile(member).read() == files["seed.db"]
+
+
+def test_image_names_follow_the_reference_grammar() -> None:
+    assert image_name("insurance-claims.regional--v001") == "localhost/worldfactory/insurance-claims.regional--v001"
+    assert image_name("Brief.My Shop--v002") == "localhost/worldfactory/brief.my-shop--v002"
+    with pytest.raises(ImageError):
+        image_name("...")
