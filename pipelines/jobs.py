@@ -10,6 +10,7 @@ from assets.stage import GROUP
 world_build = dg.define_asset_job(
     "world_build", selection=dg.AssetSelection.groups(GROUP),
     description="Every stage of one world, each stopped by a failed blocking check upstream.",
+    tags={"worldfactory/queue": "world_build"},  # a queued deployment limits these runs (deploy/dagster.yaml.in)
 )
 catalog_refresh = dg.define_asset_job("catalog_refresh", selection=dg.AssetSelection.groups("catalog"))
 # On request only (it needs a container engine): each world's image, checked by running it.
