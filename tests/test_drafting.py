@@ -29,6 +29,7 @@ from tests.llm_server import LLMServer, ScriptedReplies
 from worldfactory.briefs import brief_world_ids
 from worldfactory.cli import main as cli_main
 from worldfactory.drafting.checks import check_drafted
+from worldfactory.drafting.client import ModelUnavailable
 from worldfactory.drafting.config import PRICES
 from worldfactory.drafting.loop import validate_reply
 from worldfactory.drafting.prompt import EXAMPLE
@@ -162,7 +163,9 @@ def test_cached_rebuild_with_the_server_stopped_gives_the_same_bytes_at_no_cost(
                         "--model", MODEL, "--json"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout)[0]["skipped"] is False
-    assert hashes(root / "worlds" / WID) == before
+    after = hashes(root / "worlds" / WID)
+    assert after == before, [n for n in before if before[n] != after.get(n)]  # (an engine edited meanwhile shows
+    #                                                                           as world.json and index.html only)
     assert first["model"].requests == 2  # the 429 and the reply, both while the world was first built
     row = cost_rows(root)["world_brief"]  # this build spent nothing
     assert (row["llm_prompt_tokens"], row["llm_completion_tokens"], row["cost_usd"]) == (0, 0, 0.0)
@@ -251,7 +254,7 @@ def test_a_server_that_keeps_failing_fails_the_build_and_records_no_pack(
     model = ScriptedReplies([503] * 10)
     with LLMServer(model) as url:
         model_env.setenv("OPENAI_BASE_URL", url)
-        with pytest.raises(Exception, match="InternalServerError|APIStatusError|after 4 retries") as err:
+        with pytest.raises(ModelUnavailable, match="InternalServerError.*after 4 retries") as err:
             build_world(WID, root, ts)
     assert model.requests == 5, str(err.value)  # the first try and the client's 4 retries, with backoff
     assert not (root / "worlds").exists()
@@ -277,7 +280,6 @@ def test_smuggled_code_like_strings_stay_inert(first: dict, tmp_path: Path, ts: 
     t = sly["tables"][0]
     t["description"] = payloads[1]
     t["columns"][3]["label"] = payloads[2]
-    t["columns"][5]["enum"] = t["columns"][5]["enum"]
     for tr in t["workflow"]["transitions"]:
         tr["description"] = payloads[1] + " " + payloads[3]
     t["workflow"]["transitions"][0]["guards"][0]["message"] = payloads[4]
@@ -294,7 +296,11 @@ def test_smuggled_code_like_strings_stay_inert(first: dict, tmp_path: Path, ts: 
     assert not canary.exists()
     bundle = root / "worlds" / WID
     tools = (bundle / "tools.py").read_text()
-    assert payloads[1] in tools or json.dumps(payloads[1])[1:-1] in tools or repr(payloads[1])[1:-1] in tools
+    said = payloads[1] + " " + payloads[3]  # the transition descriptions: data in the manifest and the docstrings
+    manifest = {t["name"]: t for t in json.loads((bundle / "tools.json").read_text())}
+    assert manifest["resolve_request"]["description"].startswith(said)
+    docs = {n.name: ast.get_docstring(n) for n in ast.walk(ast.parse(tools)) if isinstance(n, ast.FunctionDef)}
+    assert docs["resolve_request"].startswith(said)
 
     def shape(source: str) -> str:
         """The code with every string constant blanked: what strings cannot change."""

@@ -140,8 +140,7 @@ def draft_until_proven(world_id: str, brief_file: Path, brief: TextBrief, templa
     record = DraftRecord(model=cfg.model, brief_sha256=hashlib.sha256(brief_file.read_bytes()).hexdigest(),
                          max_repairs=cfg.max_repairs)
     outcome = Outcome(record=record, pack=None, spend=spend if spend is not None else Spend())
-    messages = [{"role": "system", "content": system_message(templates, sorted(templates.domains), MAX_TABLES,
-                                                             MAX_ROWS)},
+    messages = [{"role": "system", "content": system_message(templates, MAX_TABLES, MAX_ROWS)},
                 {"role": "user", "content": brief_message(brief, templates)}]
     client = ChatClient(cfg)
     scratch = scratch_root / f".draft-{world_id}-{os.getpid()}"

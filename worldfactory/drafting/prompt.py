@@ -28,7 +28,7 @@ tables, workflows and rules, in the pack language whose JSON Schema is the respo
 with the whole pack as one JSON object and nothing else.
 
 How a pack works:
-- `name` is a slug (lowercase letters, digits, '-'), not one of these hand-written packs: {taken}.
+- `name` is a slug of your own (lowercase letters, digits, '-') for this business.
 - `anchor` is the core table (say `jobs` for a repair shop); shared modules attach notes, documents \
 and emails to it. Give it a `label` column (a unique code such as {{code: "JOB-{{n:05d}}"}}) so people \
 can name its rows.
@@ -98,9 +98,11 @@ def _modules(templates: TemplateSet) -> str:
     return "\n".join(lines)
 
 
-def system_message(templates: TemplateSet, taken: list[str], max_tables: int, max_rows: int) -> str:
-    return SYSTEM.format(taken=", ".join(taken) or "none", modules=_modules(templates), max_tables=max_tables,
-                         max_rows=max_rows, example=json.dumps(EXAMPLE, sort_keys=True))
+def system_message(templates: TemplateSet, max_tables: int, max_rows: int) -> str:
+    """The same for every brief: it names the shared modules, never the hand-written domain packs (adding a
+    pack must not change every cached request; a name that collides is refused by the checks instead)."""
+    return SYSTEM.format(modules=_modules(templates), max_tables=max_tables, max_rows=max_rows,
+                         example=json.dumps(EXAMPLE))
 
 
 def brief_message(brief: TextBrief, templates: TemplateSet) -> str:
