@@ -11,7 +11,6 @@ import copy
 import hashlib
 import json
 import os
-import subprocess
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +23,7 @@ import yaml
 
 from pipelines.definitions import make_definitions
 from resources.world_store import WorldStore
-from tests.conftest import PYTHON, small_templates_at
+from tests.conftest import small_templates_at
 from tests.llm_server import LLMServer, ScriptedReplies
 from worldfactory.briefs import brief_world_ids
 from worldfactory.cli import main as cli_main
@@ -153,16 +152,18 @@ def test_a_valid_first_reply_builds_the_world_with_no_corrections(first: dict) -
 
 
 def test_cached_rebuild_with_the_server_stopped_gives_the_same_bytes_at_no_cost(
-        first: dict, templates: Path, tmp_path: Path, model_env: pytest.MonkeyPatch) -> None:
+        first: dict, templates: Path, model_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     root = first["root"]
     before = hashes(root / "worlds" / WID)
-    env = dict(os.environ, WORLDFACTORY_DATA=str(root), WORLDFACTORY_TEMPLATES=str(templates),
-               DAGSTER_HOME=str(tmp_path / "home"), OPENAI_BASE_URL="http://127.0.0.1:9/v1")  # nothing listens
-    env.pop("WORLDFACTORY_LLM_MODEL", None)
-    r = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", WID, "--no-dagster", "--force", "--offline",
-                        "--model", MODEL, "--json"], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert json.loads(r.stdout)[0]["skipped"] is False
+    model_env.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    model_env.setenv("WORLDFACTORY_TEMPLATES", str(templates))
+    model_env.setenv("WORLDFACTORY_LLM_MODEL", "")  # --model names it; restored after the test, as is --offline's
+    model_env.setenv("WORLDFACTORY_LLM_OFFLINE", "")
+    code = cli_main(["build", WID, "--no-dagster", "--force", "--offline", "--model", MODEL, "--json",
+                     "--data", str(root)])
+    out = capsys.readouterr()
+    assert code == 0, out.err[-3000:]
+    assert json.loads(out.out)[0]["skipped"] is False
     after = hashes(root / "worlds" / WID)
     assert after == before, [n for n in before if before[n] != after.get(n)]  # (an engine edited meanwhile shows
     #                                                                           as world.json and index.html only)
@@ -173,7 +174,6 @@ def test_cached_rebuild_with_the_server_stopped_gives_the_same_bytes_at_no_cost(
     brief = root / "briefs" / f"{SLUG}.md"
     original = brief.read_text()
     brief.write_text(original.replace("mid-sized", "large"))
-    model_env.setenv("WORLDFACTORY_LLM_OFFLINE", "1")
     try:
         with pytest.raises(StageFailed, match="not in the reply cache .* --offline forbids calling a model"):
             build_world(WID, root, load_templates(templates))
