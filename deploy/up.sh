@@ -6,7 +6,7 @@
 #   4. the instance: deploy/dagster.yaml.in rendered into $DAGSTER_HOME/dagster.yaml, the `llm_api` pool limit;
 #   5. the Dagster daemon (run queue, backfills, sensors, run monitoring), and with WORLDFACTORY_UI_PORT the
 #      webserver on loopback.
-# Then `deploy/backfill.sh WORLD...` builds worlds, each run in its own container.
+# Then `.venv/bin/python deploy/backfill.py WORLD...` builds worlds, each run in its own container.
 # `deploy/up.sh stop` stops the daemon and webserver this script started. Settings (environment):
 #   DAGSTER_HOME               default .deploy/dagster_home in the project
 #   DAGSTER_PG_URL             default postgresql+psycopg2://postgres@127.0.0.1:5432/worldfactory
@@ -15,6 +15,7 @@
 #   WORLDFACTORY_MAX_RUNS      runs at once (default 4)
 #   WORLDFACTORY_WORLD_BUILDS  world_build runs at once (default 2)
 #   WORLDFACTORY_LLM_API       steps calling a model server at once, across all runs (default 4)
+#   WORLDFACTORY_CODE_IMAGE    default: the runtime image of the project as it is now (built if missing)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
@@ -55,7 +56,7 @@ if ! psql "$server" -tAc "SELECT 1 FROM pg_database WHERE datname = '$db'" | gre
 fi
 
 # 3. code image
-export WORLDFACTORY_CODE_IMAGE="$("$BIN/worldfactory" image --runtime)"
+export WORLDFACTORY_CODE_IMAGE="${WORLDFACTORY_CODE_IMAGE:-$("$BIN/worldfactory" image --runtime)}"
 echo "deploy: code image $WORLDFACTORY_CODE_IMAGE"
 
 # 4. instance
@@ -85,4 +86,4 @@ if [ -n "${WORLDFACTORY_UI_PORT:-}" ] && ! alive "$DAGSTER_HOME/webserver.pid"; 
   echo $! > "$DAGSTER_HOME/webserver.pid"
   echo "deploy: started the webserver on http://127.0.0.1:$WORLDFACTORY_UI_PORT"
 fi
-echo "deploy: ready; source $DAGSTER_HOME/env.sh, then deploy/backfill.sh WORLD..."
+echo "deploy: ready; source $DAGSTER_HOME/env.sh, then .venv/bin/python deploy/backfill.py WORLD..."
