@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TRAINERS := $(VENV)/.installed-trainers
 
-.PHONY: demo test lint bench clean images test-images
+.PHONY: demo test lint bench clean images test-images test-packs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -26,6 +26,9 @@ demo: $(STAMP)  ## build and verify the three example worlds into data/worlds/
 
 test: $(TRAINERS)  ## the whole test suite
 	$(BIN)/python -m pytest
+
+test-packs: $(STAMP)  ## every seed type: a full build per pack to the floors, first stages of the rest
+	$(BIN)/python -m pytest tests/packs
 
 # World images (needs root on Debian: it installs podman). containers/engine.sh prepares the engine
 # idempotently (packages, .engine/containers.conf, the base image cached with `podman save`, the Docker

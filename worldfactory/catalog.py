@@ -24,7 +24,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("variant", pa.int32()), ("company_name", pa.string()), ("generation_seed", pa.uint64()),
         ("generator_version", pa.string()), ("clock", pa.string()), ("tables", pa.int32()), ("rows", pa.int64()),
         ("tools", pa.int32()), ("tasks", pa.int32()), ("oracle_pass", pa.int32()), ("null_pass", pa.int32()),
-        ("path", pa.string()), ("world_json_sha256", pa.string()),
+        ("path", pa.string()), ("world_json_sha256", pa.string()), ("coverage", pa.float64()),
+        ("schema_sha256", pa.string()), ("tool_set_sha256", pa.string()),
     ]),
     "tasks": pa.schema([
         ("task_id", pa.string()), ("family", pa.string()), ("instruction", pa.string()),
@@ -84,6 +85,8 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
         "clock": manifest["clock"], "tables": c["tables"], "rows": c["rows"], "tools": c["tools"],
         "tasks": c["tasks"], "oracle_pass": v["oracle_pass"], "null_pass": v["null_pass"], "path": path,
         "world_json_sha256": hashlib.sha256(published.read_bytes()).hexdigest() if published.is_file() else "",
+        "coverage": manifest.get("coverage"), "schema_sha256": manifest.get("schema_sha256", ""),
+        "tool_set_sha256": manifest.get("tool_set_sha256", ""),
     }
     _write_partition(catalog_root, "worlds", wid, [world_row])
     _write_partition(catalog_root, "tasks", wid, [

@@ -23,6 +23,7 @@ explicit opt-out (`--unconfined` or WORLDFACTORY_UNCONFINED=1: same code, in thi
 
 from __future__ import annotations
 
+import builtins
 import ctypes
 import hashlib
 import json
@@ -297,8 +298,10 @@ def _error_class(name: str) -> type[Exception]:
     }
     if name in table:
         return table[name]
-    safe = "".join(ch for ch in name if ch.isalnum() or ch == "_")[:60] or "WorkerError"
-    return type(safe, (ConfinementError,), {})
+    builtin = getattr(builtins, name, None)  # a programming error in the worker keeps its own type
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        return builtin
+    return ConfinementError  # other types are the worker's own; the message names them (see request)
 
 
 class Worker:
@@ -357,8 +360,15 @@ class Worker:
             raise ConfinementError("the confined worker sent a malformed reply")
         self.cpu += float(reply.get("cpu", 0.0) or 0.0)
         if not reply.get("ok"):
-            cls = _error_class(str(reply.get("type", "")))
-            raise cls(str(reply.get("message", ""))[:8000])
+            name = str(reply.get("type", ""))
+            cls = _error_class(name)
+            message = str(reply.get("message", ""))[:8000]
+            # a type made up here could not be pickled back from a build worker process: name it instead
+            try:
+                error = cls(f"{name[:60]}: {message}" if cls is ConfinementError else message)
+            except TypeError:  # a built-in type that takes more than a message
+                error = ConfinementError(f"{name[:60]}: {message}")
+            raise error
         return reply.get("result")
 
     def close(self) -> None:
@@ -414,7 +424,8 @@ def run_stage(stage: Any, kind: str, ctx: Any) -> Any:
     out = worker().request(
         "stage", stage=stage.name, kind=kind, world_id=ctx.world_id, work=str(ctx.work.path),
         data_root=str(ctx.data_root), briefs_dir=str(ctx.briefs_dir) if ctx.briefs_dir else None,
-        inputs=ctx.inputs, rollout=ctx.rollout.model_dump())
+        inputs=ctx.inputs, rollout=ctx.rollout.model_dump(),
+        vocabulary=ctx.vocabulary.model_dump(mode="json") if ctx.vocabulary else None)
     for name, data in out["writes"].items():
         ctx.work.write(_safe_name(name), data)
     for key, value in out["usage"].items():
@@ -430,8 +441,9 @@ def _safe_name(name: str) -> str:
 
 
 def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, briefs_dir: str | None,
-               inputs: str, rollout: dict[str, Any]) -> dict[str, Any]:
+               inputs: str, rollout: dict[str, Any], vocabulary: dict[str, Any] | None = None) -> dict[str, Any]:
     from worldfactory.rollouts import RolloutConfig
+    from worldfactory.spec import Vocabulary
     from worldfactory.stages import STAGE_BY_NAME
     from worldfactory.stages import core as S
 
@@ -454,7 +466,8 @@ def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, 
     cap = CaptureWorkDir(Path(work), world_id)
     ctx = S.BuildContext(world_id=world_id, templates=None, work=cap, data_root=Path(data_root),  # type: ignore[arg-type]
                          briefs_dir=Path(briefs_dir) if briefs_dir else None, inputs=inputs,
-                         rollout=RolloutConfig(**rollout), cache=_CTX_CACHE)
+                         rollout=RolloutConfig(**rollout), cache=_CTX_CACHE,
+                         vocabulary=Vocabulary.model_validate(vocabulary) if vocabulary else None)
     result = getattr(STAGE_BY_NAME[stage], kind)(ctx)  # stages write only their files; catalogs come later
     return {"result": result, "writes": cap.written, "usage": ctx.usage.model_dump()}
 

@@ -26,6 +26,7 @@ from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, 
 ANCHOR = "$anchor"
 NAME_RE = re.compile(NAME_PATTERN)
 SPECIAL_VALUES = ("$today", "$actor")  # usable in `set`, effects and create_defaults
+CODE_VALUE = "$code"  # in effects and create_defaults: the next code of the column's `code` generator
 KINDS = {"domains": DomainPack, "modules": Module, "company_types": CompanyType}
 
 
@@ -81,9 +82,17 @@ def _table_ref(rep: Report, loc: str, name: str, scope: Scope, what: str) -> Tab
     return scope.tables[name]
 
 
-def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition | None, allow_id: bool) -> None:
-    """A value written by a transition or a create tool: $today, $actor, $id, $<param>, row.<column>, a literal."""
+def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition | None, allow_id: bool,
+                 column: ColumnDef | None = None) -> None:
+    """A value written by a transition or a create tool: $today, $actor, $id, $<param>, row.<column>, $code
+    (the next code of the written column's own `code` generator), a literal."""
     if not isinstance(value, str):
+        return
+    if value == CODE_VALUE and column is not None and not (tr and any(p.name == "code" for p in tr.params)):
+        gen = column.gen  # kept as written: a name or a one-kind mapping
+        if not isinstance(gen, dict) or "code" not in gen:
+            rep.add(loc, f"'{CODE_VALUE}' gives the next code of a column whose gen is {{code: ...}}; "
+                    f"'{column.name}' has no code generator")
         return
     if value.startswith("$"):
         if value in SPECIAL_VALUES or value == ANCHOR or (allow_id and value == "$id"):
@@ -258,7 +267,8 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
             if target is not None and key not in {c.name for c in target.columns}:
                 rep.add(f"{eloc}.values.{key}", f"table '{target.name}' has no column '{key}'; "
                         f"known: {_known(c.name for c in target.columns)}")
-            _check_value(rep, f"{eloc}.values.{key}", value, t, tr, allow_id=True)
+            target_col = next((c for c in target.columns if c.name == key), None) if target else None
+            _check_value(rep, f"{eloc}.values.{key}", value, t, tr, allow_id=True, column=target_col)
         if target is not None:
             missing = [c.name for c in target.columns if not c.nullable and c.name not in e.values]
             if missing:
@@ -277,13 +287,15 @@ def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
     for key, value in t.create_defaults.items():
         if key not in cols:
             rep.add(f"{base}.create_defaults.{key}", f"table '{t.name}' has no column '{key}'")
-        _check_value(rep, f"{base}.create_defaults.{key}", value, t, None, allow_id=False)
+        _check_value(rep, f"{base}.create_defaults.{key}", value, t, None, allow_id=False, column=cols.get(key))
     if t.create is not None:
         missing = [c for c in cols.values() if not c.nullable and c.name not in t.create
                    and c.name not in t.create_defaults]
         if missing:
             rep.add(f"{base}.create", f"required column(s) neither created nor defaulted (create_defaults): "
                     f"{', '.join(c.name for c in missing)}")
+    if t.notify is not None:
+        _check_notify(rep, f"{base}.notify", t, cols, scope)
     wf = t.workflow
     if wf is None:
         return
@@ -301,6 +313,27 @@ def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
         if names.count(tr.name) > 1:
             rep.add(f"{loc}.name", f"transition '{tr.name}' is declared twice")
         _check_transition(rep, loc, t, tr, enum, names, scope)
+
+
+def _check_notify(rep: Report, loc: str, t: TableDef, cols: dict[str, ColumnDef], scope: Scope) -> None:
+    """`notify` names a ref column, or a path of them (`policy_id.policyholder_id`), ending at a table with
+    an `email` column: the party tasks email about a record."""
+    at: TableDef | None = t
+    for name in (t.notify or "").split("."):
+        here = {c.name: c for c in at.columns} if at is not t else cols
+        col = here.get(name)
+        if col is None:
+            rep.add(loc, f"no column '{name}' in table '{at.name}'; known: {_known(here)}")
+            return
+        if not col.ref:
+            rep.add(loc, f"column '{name}' of '{at.name}' is not a ref; notify names refs to the party a record "
+                    "concerns")
+            return
+        at = scope.tables.get(scope.anchor) if col.ref == ANCHOR and scope.anchor else scope.tables.get(col.ref)
+        if at is None:
+            return  # the ref itself is reported where the column is checked
+    if "email" not in {c.name for c in at.columns}:
+        rep.add(loc, f"table '{at.name}' (where notify leads) has no 'email' column to write to")
 
 
 def _check_tables(rep: Report, tables: list[TableDef], scope: Scope) -> None:

@@ -140,6 +140,10 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
     drawn_name = f"{rng.choice(vocab.company_words)} {rng.choice(ctype.name_suffixes)}"
     clock = EPOCH + timedelta(days=rng.randint(0, 300))
     modules = list(domain.modules) + [m for m in domain.optional_modules if m in ctype.extra_modules]
+    from worldfactory.variants import variation  # variants draw from this module's seeds
+
+    structure = variation(domain, ctype, templates, variant, seed)
+    modules += structure.extra_modules
 
     rules: dict[str, float] = {}
     all_rules = [r for m in modules for r in templates.modules[m].rules] + list(domain.rules)
@@ -162,4 +166,6 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         modules=modules,
         rules=rules,
         departments=list(domain.departments),
+        omitted_tools=structure.omitted_tools,
+        task_mix=structure.task_mix,
     )

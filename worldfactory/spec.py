@@ -279,6 +279,11 @@ class ColumnDef(Strict):
         """How a person says the column's name: 'adjuster' for adjuster_id, never an id."""
         if self.label:
             return self.label
+        if self.type == "date" and self.name.endswith("_on"):  # due_on: "due date"; starts_on: "start date"
+            words = self.name[:-3].split("_")
+            if words[-1].endswith("s") and not words[-1].endswith("ss"):
+                words[-1] = words[-1][:-1]
+            return " ".join(words + ["date"])
         name = self.name[:-3] if self.name.endswith("_id") else self.name
         return name.replace("_", " ")
 
@@ -373,6 +378,7 @@ class TableDef(Strict):
     optional: bool = False
     fill: Literal["rules"] | None = None  # filled by the engine, not by generators
     description: str = ""
+    notify: str | None = None  # a ref column: the party a record concerns, emailed at its `email` column
 
     @model_validator(mode="after")
     def _check(self) -> TableDef:
@@ -494,6 +500,8 @@ class Brief(BaseModel):
     dropped_tables: list[str] = Field(default_factory=list)
     rules: dict[str, float]
     departments: list[str]
+    omitted_tools: list[str] = Field(default_factory=list)  # this variant's tool set leaves these out
+    task_mix: dict[str, float] = Field(default_factory=dict)  # per family: its quota times this
 
 
 class WorldSpec(BaseModel):
@@ -533,3 +541,4 @@ class Task(BaseModel):
     answer: Any = None
     answer_type: str | None = None
     target: str = ""  # the table the task is about, for reporting
+    needs_search: bool = False  # its records are found by what a person knows, not by a given code or name

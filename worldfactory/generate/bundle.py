@@ -7,6 +7,7 @@ every stage has passed, so a crash mid-build leaves no half-written world.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from collections import Counter
@@ -21,10 +22,31 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+WRITE_KINDS = ("transition", "create", "update")  # the tools that change the database
+COVERAGE_FLOOR = 0.95  # the bundle's proof: share of write tools that some task's oracle uses
+
+
+def write_coverage(tools: list[ToolSpec], tasks: list[Task]) -> tuple[float, list[str]]:
+    """The share of the world's write tools that at least one task's oracle calls, and the unused ones
+    by name: a tool no task exercises is a step no agent is ever graded on."""
+    writes = sorted(t.name for t in tools if t.kind in WRITE_KINDS)
+    used = {call.tool for task in tasks for call in task.oracle}
+    unused = [name for name in writes if name not in used]
+    return (round(1 - len(unused) / len(writes), 4) if writes else 1.0), unused
+
+
+def tool_set_sha256(tools: list[ToolSpec]) -> str:
+    """What the agent can call, names and argument schemas, as one hash (descriptions left out: two
+    variants with the same tools but other company words have the same tool set)."""
+    canon = sorted((t.name, t.kind, t.table, [p.model_dump(mode="json") for p in t.params]) for t in tools)
+    return sha256(json.dumps(canon, sort_keys=True, separators=(",", ":")).encode())
+
+
 def world_manifest(spec: WorldSpec, files: dict[str, bytes], tools: list[ToolSpec], tasks: list[Task],
                    rows: int, verification: dict[str, Any], inputs: str, stages: list[str]) -> dict[str, Any]:
     b = spec.brief
     families = Counter(t.family for t in tasks)
+    coverage, unused = write_coverage(tools, tasks)
     return {
         "world_id": b.world_id,
         "seed_type": b.seed_type,
@@ -43,6 +65,10 @@ def world_manifest(spec: WorldSpec, files: dict[str, bytes], tools: list[ToolSpe
                   for stage in stages},
         "verification": verification,
         "inputs_fingerprint": inputs,
+        "coverage": coverage,
+        "coverage_unused": unused,
+        "schema_sha256": sha256(files["schema.sql"]) if "schema.sql" in files else "",
+        "tool_set_sha256": tool_set_sha256(tools),
     }
 
 

@@ -72,11 +72,18 @@ class _Gen:
         return None
 
     def _template(self, text: str, n: int) -> str:
+        drawn: dict[str, set[str]] = {}
+
         def sub(m: re.Match[str]) -> str:
             key = m.group(1)
             out = str(n) if key == "n" else self._named(key)
             if out is None:
                 raise KeyError(f"template placeholder {{{key}}}")
+            for _ in range(3):  # "{word} {word}" never says the same word twice
+                if key == "n" or out not in drawn.get(key, set()):
+                    break
+                out = self._named(key) or out
+            drawn.setdefault(key, set()).add(out)
             return out
 
         return re.sub(r"\{(\w+)\}", sub, text)
@@ -139,6 +146,14 @@ class _Gen:
         if kind == "template":
             return self._template(arg, n)
         raise KeyError(f"unknown generator '{kind}'")
+
+
+def draw_value(spec: WorldSpec, vocab: Vocabulary, rng: random.Random, col: ColumnDef, row: dict[str, Any],
+               n: int) -> Any:
+    """One value for a column as its seed generator draws it, for a record a task creates (a name from
+    the vocabulary, the next code ``n``, an email from the row's name): KeyError when the generator
+    needs what a task does not have (another table's ids, a parent row)."""
+    return _normalise(col, _Gen(spec, vocab, rng).value(col, row, None, n))
 
 
 def _normalise(col: ColumnDef, value: Any) -> Any:

@@ -93,6 +93,7 @@ def tool_specs(spec: WorldSpec) -> list[ToolSpec]:
             tools.append(_update_tool(t))
         for tr in t.workflow.transitions if t.workflow else []:
             tools.append(_transition_tool(t, tr))
+    tools = [x for x in tools if x.name not in spec.brief.omitted_tools]  # this variant's structure
     names = [x.name for x in tools]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -280,6 +281,15 @@ def _signature(tool: ToolSpec) -> str:
     return "db: ToolDB, *, " + ", ".join(parts) if parts else "db: ToolDB"
 
 
+def _code_expr(table: TableDef, column: str) -> str:
+    """`$code`: the next code of the column's own `code` generator, numbered by the new row's id."""
+    gen = table.column(column).gen  # kept as written: a name or a one-kind mapping
+    pattern = gen.get("code") if isinstance(gen, dict) else None
+    if not isinstance(pattern, str):
+        raise TemplateError(f"table '{table.name}' column '{column}': $code needs a {{code: ...}} generator")
+    return f"db.next_code({table.name!r}, {pattern!r})"
+
+
 def _value_expr(value: Any, row_var: str = "row", id_var: str | None = None) -> str:
     if isinstance(value, str):
         if value == "$today":
@@ -343,7 +353,8 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
                 guard = f"    db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})"
                 body.append(guard if p.required else f"    if {p.name} is not None:\n    " + guard)
         values = [f"{p.name!r}: {_coerce(p)}" for p in tool.params]
-        values += [f"{k!r}: {_value_expr(v)}" for k, v in t.create_defaults.items()]
+        values += [f"{k!r}: {_code_expr(t, k) if v == '$code' else _value_expr(v)}"
+                   for k, v in t.create_defaults.items()]
         body.append(f"    new_id = db.insert({t.name!r}, {{{', '.join(values)}}})")
         if audit:
             body.append(f"    db.audit({tool.name!r}, {t.name!r}, new_id)")
@@ -400,7 +411,11 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
     for i, e in enumerate(tr.effects):
         if not spec.has_table(e.create):
             raise TemplateError(f"transition '{tr.name}': effect creates into unknown table '{e.create}'")
-        values = ", ".join(f"{k!r}: {_value_expr(v, id_var=idp)}" for k, v in e.values.items())
+        target = spec.table(e.create)
+        next_code = not any(p.name == "code" for p in tr.params)  # else $code is the parameter
+        exprs = {k: _code_expr(target, k) if v == "$code" and next_code else _value_expr(v, id_var=idp)
+                 for k, v in e.values.items()}
+        values = ", ".join(f"{k!r}: {x}" for k, x in exprs.items())
         body.append(f"    created_{i} = db.insert({e.create!r}, {{{values}}})")
         if audit:
             body.append(f"    db.audit({tool.name!r}, {e.create!r}, created_{i})")

@@ -108,6 +108,11 @@ class ToolDB:
         sets = ", ".join(f"{c} = ?" for c in values)
         self._write(f"UPDATE {table} SET {sets} WHERE id = ?", [*values.values(), record_id], table)
 
+    def next_code(self, table: str, pattern: str) -> str:
+        """The code the table's next row gets from its `code` generator (numbered by id, as seeded rows are)."""
+        row = self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()
+        return pattern.format(n=int(row[0]))
+
     def rule(self, name: str) -> float:
         row = self._conn.execute("SELECT value FROM business_rules WHERE name = ?", (name,)).fetchone()
         if row is None:

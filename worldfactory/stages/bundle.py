@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from typing import Any
 
 from worldfactory import confine
 from worldfactory.drafting.record import RECORD, DraftRecord, add_to_manifest
-from worldfactory.generate.bundle import publish, sha256, world_manifest, world_readme
+from worldfactory.generate.bundle import COVERAGE_FLOOR, publish, sha256, world_manifest, world_readme
 from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
 from worldfactory.stages.core import BuildContext, Proof, Stage, StageError
@@ -59,6 +60,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     drafted = ctx.work.path / RECORD
     if drafted.is_file():  # a model drafted the pack: the conversation's tokens, dollars and corrections
         add_to_manifest(DraftRecord.model_validate_json(drafted.read_bytes()), manifest)
+    check_coverage(ctx.world_id, manifest)  # before anything is published
     readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)
@@ -88,6 +90,17 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
                                                       for n in BUNDLE_FILES)}
 
 
+def check_coverage(world_id: str, manifest: dict[str, Any]) -> float:
+    """The world's write-tool coverage; a StageError naming the unused tools below COVERAGE_FLOOR."""
+    coverage = float(manifest.get("coverage", 0.0))
+    if coverage < COVERAGE_FLOOR:
+        raise StageError(f"{world_id}: only {coverage:.0%} of the write tools appear in a task's oracle (floor "
+                         f"{COVERAGE_FLOOR:.0%}); unused: {', '.join(manifest.get('coverage_unused', []))}. "
+                         "Give those steps rows in their from-states, a label or a parent a person can name, "
+                         "or values a task can say (world_templates/README.md, 'How tools and tasks come from a pack')")
+    return coverage
+
+
 def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
     dest = ctx.data_root / "worlds" / ctx.world_id
     world = confine.open_world(dest)  # checks every file against world.json
@@ -95,13 +108,15 @@ def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
     for name, digest in listed.items():
         if sha256((dest / name).read_bytes()) != digest:
             raise StageError(f"{dest / name}: its hash differs from world.json")
-    return {"files": len(listed), "tasks": len(world.tasks), "content_hash": world.content_hash}
+    coverage = check_coverage(ctx.world_id, world.manifest)
+    return {"files": len(listed), "tasks": len(world.tasks), "content_hash": world.content_hash,
+            "coverage": coverage}
 
 
 STAGE = Stage(
     name="world_bundle",
     check="bundle_complete",
-    proves=("the published bundle opens and its files match world.json"),
+    proves=("the published bundle opens, its files match world.json, and tasks use at least 95% of its write tools"),
     make=make_bundle,
     prove=prove_bundle,
     writes=("README.md", PAGE, "world.json"),

@@ -28,7 +28,7 @@ from worldfactory import confine
 from worldfactory.generate.bundle import sha256
 from worldfactory.rollouts import RolloutConfig
 from worldfactory.runtime.world import World
-from worldfactory.spec import Brief, Task, WorldSpec
+from worldfactory.spec import Brief, Task, Vocabulary, WorldSpec
 from worldfactory.templates import TemplateSet
 
 
@@ -139,6 +139,11 @@ class BuildContext:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)  # the policy that cuts the pass band
     usage: StageCost = field(default_factory=StageCost)  # tokens and dollars a stage spends (model policies)
     cache: dict[str, Any] = field(default_factory=dict)  # parsed inputs shared by stages in one process
+    vocabulary: Vocabulary | None = None  # the templates' words; given alone where templates are not (a worker)
+
+    def __post_init__(self) -> None:
+        if self.vocabulary is None and self.templates is not None:
+            self.vocabulary = self.templates.vocabulary
 
     def brief(self, stage: str) -> Brief:
         return Brief.model_validate_json(self.work.read("brief.json", stage))

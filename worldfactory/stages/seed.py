@@ -8,7 +8,7 @@ from worldfactory.stages.core import BuildContext, Stage
 
 def make_seed(ctx: BuildContext) -> dict[str, int]:
     spec = ctx.spec(STAGE.name)
-    image = build_seed_db(spec, ctx.templates.vocabulary)
+    image = build_seed_db(spec, ctx.vocabulary)
     ctx.work.write("seed.db", image)
     return {"bytes": len(image), "tables": len(spec.tables)}
 

@@ -20,7 +20,7 @@ def make_tasks(ctx: BuildContext) -> dict[str, int]:
     def replays(task: Task) -> bool:  # a task is only added if its oracle runs cleanly on a fresh seed copy
         return not run_oracle(world, task).failure
 
-    tasks = generate_tasks(spec, names, ctx.work.read("seed.db", STAGE.name), replays)
+    tasks = generate_tasks(spec, names, ctx.work.read("seed.db", STAGE.name), replays, ctx.vocabulary)
     ctx.work.write("tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks).encode())
     steps = sorted(len(t.oracle) for t in tasks)
     return {"tasks": len(tasks), "families": len({t.family for t in tasks}),

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from worldfactory.spec import Task, WorldSpec
+from worldfactory.spec import Task, Vocabulary, WorldSpec
 
-from . import bulk, conditional, decline, lookup_act, retrieval, sweep, workflow, year_end
+from . import bulk, conditional, coverage, decline, lookup_act, retrieval, sweep, workflow, year_end
 from .builder import TaskBuilder
 from .driver import run_family
 
@@ -31,12 +31,14 @@ FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval,
 
 
 def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes,
-                   validate: Callable[[Task], bool] | None = None) -> list[Task]:
-    """All tasks of a world, deterministic for its seed."""
-    builder = TaskBuilder(spec, tool_names, seed_image, validate)
+                   validate: Callable[[Task], bool] | None = None, vocab: Vocabulary | None = None) -> list[Task]:
+    """All tasks of a world, deterministic for its seed: the families' quotas, then one task for each
+    write tool they left unused."""
+    builder = TaskBuilder(spec, tool_names, seed_image, validate, vocab)
     try:
         for family in FAMILIES:
             run_family(builder, family)
+        coverage.run(builder)
     finally:
         builder.close()
     return builder.tasks

@@ -13,16 +13,18 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import date, timedelta
 from typing import Any, NamedTuple
 
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, TableDef, Task, ToolCall, Transition, WorldSpec
+from worldfactory.spec import ColumnDef, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
 
-from ..data import fetch_dicts, open_image
-from ..workflow import guards_hold, id_param, task_value
-from .words import cap, human, tool_name
+from ..data import draw_value, fetch_dicts, open_image
+from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
+from .words import cap, human, in_state, tool_name, when
 
 SEARCH_MAX = 500  # the largest page a plan asks a search tool for
+ATTRIBUTE_SHARE = 0.45  # of main records named by what a person knows of them, where that names one record
 
 
 @dataclass
@@ -45,8 +47,9 @@ class Sweep(NamedTuple):
 
 class TaskBuilder:
     def __init__(self, spec: WorldSpec, tool_names: set[str], seed_image: bytes,
-                 validate: Callable[[Task], bool] | None = None) -> None:
+                 validate: Callable[[Task], bool] | None = None, vocab: Vocabulary | None = None) -> None:
         self.spec = spec
+        self.vocab = vocab
         self.validate = validate
         self.tools = tool_names
         self.conn = open_image(seed_image)
@@ -60,14 +63,21 @@ class TaskBuilder:
 
     # -- addressing ------------------------------------------------------------------------
 
-    def address(self, table: TableDef, row: dict[str, Any]) -> Address | None:
+    def address(self, table: TableDef, row: dict[str, Any], plain: bool = False) -> Address | None:
+        """How a person names the record: its label ("claim CLM-000204"), or (for a share of main records,
+        never for ``plain`` ones such as a parent inside another address) what a person knows of it, so
+        the agent has to search ("the claim on policy POL-000123 filed on 2026-03-02")."""
+        if not plain and self.rng.random() < ATTRIBUTE_SHARE:
+            found = self._address_by_attributes(table, row)
+            if found is not None:
+                return found
         if table.label and table.column(table.label).unique and table.label in table.search:
             value = row[table.label]
             search = ToolCall(tool=f"search_{table.name}", args={table.label: value})
             return Address(f"{table.singular} {value}", [search])
         wf = table.workflow
         if not wf or wf.column not in table.search:
-            return None
+            return self._address_by_parents(table, row)
         for col in self.parent_refs(table):
             parent_table = self.spec.table(col.ref or "")
             parent = self.row(parent_table, row[col.name])
@@ -77,12 +87,63 @@ class TaskBuilder:
                 f"SELECT count(*) FROM {table.name} WHERE {col.name} = ? AND {wf.column} = ?",
                 (row[col.name], row[wf.column]),
             ).fetchone()[0]
-            paddr = self.address(parent_table, parent)
+            paddr = self.address(parent_table, parent, plain=True)
             if same != 1 or paddr is None:
                 continue
-            text = f"the {human(row[wf.column])} {table.singular} of {paddr.text}"
+            text = f"the {in_state(table.singular, row[wf.column])} of {paddr.text}"
             search = ToolCall(tool=f"search_{table.name}", args={col.name: row[col.name], wf.column: row[wf.column]})
             return Address(text, paddr.lookup + [search])
+        return None
+
+    def _address_by_attributes(self, table: TableDef, row: dict[str, Any]) -> Address | None:
+        """The record as the one of its parent's records on a date ("the claim on policy POL-000123 filed on
+        2026-03-02"), when no other record of that parent shares the date; the agent must search for it."""
+        dates = [c for c in table.columns if c.type == "date" and c.name in table.search and row[c.name]]
+        for col in self.parent_refs(table):
+            if row[col.name] is None:
+                continue
+            for day in dates:
+                same = self.conn.execute(f"SELECT count(*) FROM {table.name} WHERE {col.name} = ? AND {day.name} = ?",
+                                         (row[col.name], row[day.name])).fetchone()[0]
+                parent_table = self.spec.table(col.ref or "")
+                parent = self.row(parent_table, row[col.name])
+                paddr = self.address(parent_table, parent, plain=True) if parent else None
+                if same != 1 or paddr is None:
+                    continue
+                search = ToolCall(tool=f"search_{table.name}", args={
+                    col.name: row[col.name], f"{day.name}_from": row[day.name], f"{day.name}_to": row[day.name]})
+                dated = when(day, row[day.name])
+                text = (f"the {table.singular} of {paddr.text} {dated}" if col.human == parent_table.singular
+                        else f"the {table.singular} {dated} whose {col.human} is {paddr.text}")
+                return Address(text, paddr.lookup + [search])
+        return None
+
+    def _address_by_parents(self, table: TableDef, row: dict[str, Any]) -> Address | None:
+        """A record with no name of its own, named by the one or two records it belongs to when no other
+        record of its table shares them ("the inventory level of product X at warehouse Y")."""
+        refs = [c for c in self.parent_refs(table) if row[c.name] is not None]
+        for group in [[c] for c in refs] + [[a, b] for i, a in enumerate(refs) for b in refs[i + 1:]]:
+            where = " AND ".join(f"{c.name} = ?" for c in group)
+            if self.conn.execute(f"SELECT count(*) FROM {table.name} WHERE {where}",
+                                 tuple(row[c.name] for c in group)).fetchone()[0] != 1:
+                continue
+            parts: list[str] = []
+            lookup: list[ToolCall] = []
+            for c in group:
+                parent_table = self.spec.table(c.ref or "")
+                parent = self.row(parent_table, row[c.name])
+                paddr = self.address(parent_table, parent, plain=True) if parent else None
+                if paddr is None:
+                    break
+                own = c.human == parent_table.singular  # "product_id" says "product": no need to name the column
+                if not parts:
+                    parts.append(f"of {paddr.text}" if own else f"whose {c.human} is {paddr.text}")
+                else:
+                    parts.append(f"at {paddr.text}" if own else f"and {c.human} {paddr.text}")
+                lookup += paddr.lookup
+            else:
+                search = ToolCall(tool=f"search_{table.name}", args={c.name: row[c.name] for c in group})
+                return Address(f"the {table.singular} {' '.join(parts)}", lookup + [search])
         return None
 
     def getter(self, table: TableDef, row: dict[str, Any]) -> list[ToolCall]:
@@ -90,9 +151,27 @@ class TaskBuilder:
         name = tool_name(table, "get")
         return [ToolCall(tool=name, args={id_param(table): row["id"]})] if name in self.tools else []
 
-    def notify(self, table: TableDef, row: dict[str, Any], what: str) -> tuple[str, list[ToolCall]] | None:
-        """Email a contact about the record: the instruction's clause and the calls it takes."""
-        if "create_email" not in self.tools or not self.has_table("contacts"):
+    def notify(self, table: TableDef, row: dict[str, Any], what: str, said_as: str = ""
+               ) -> tuple[str, list[ToolCall]] | None:
+        """Email the party the record concerns about it: the instruction's clause and the calls it takes.
+
+        The party is the pack's `notify` column (the policyholder of a claim), else the record's owner
+        (its first reference to a user: the adjuster), else a contact chosen from the stream. ``said_as``
+        is how the instruction names the record: its label goes into the subject only if that gives it."""
+        if "create_email" not in self.tools:
+            return None
+        label = row.get(table.label) if table.label else None
+        if label is not None and str(label) not in said_as:
+            label = None  # a record the instruction describes keeps its code out of the subject line too
+        subject = f"{cap(table.singular)} {label}: {what}" if label else f"{cap(table.singular)} update: {what}"
+        body = f"Update on the {table.singular}: {what}."
+        party = self._party(table, row)
+        if party is not None:
+            who, lookups, address = party
+            return (f"email {who} about it with the subject \"{subject}\"",
+                    lookups + [ToolCall(tool="create_email", args={"subject": subject, "body": body,
+                                                                    "to_address": address})])
+        if not self.has_table("contacts"):
             return None
         contacts = self.spec.table("contacts")
         rows = self.rows(contacts)
@@ -100,11 +179,37 @@ class TaskBuilder:
         caddr = self.address(contacts, contact) if contact else None
         if contact is None or caddr is None:
             return None
-        label = row.get(table.label) if table.label else None
-        subject = f"{cap(table.singular)} {label}: {what}" if label else f"{cap(table.singular)} update: {what}"
         calls = caddr.lookup + [ToolCall(tool="create_email", args={
-            "subject": subject, "body": f"Update on the {table.singular}: {what}.", "contact_id": contact["id"]})]
+            "subject": subject, "body": body, "contact_id": contact["id"]})]
         return f"email {caddr.text.removeprefix('contact ')} about it with the subject \"{subject}\"", calls
+
+    def _party(self, table: TableDef, row: dict[str, Any]) -> tuple[str, list[ToolCall], str] | None:
+        """Who a record concerns, as the instruction names them, the reads that find their address, and
+        the address; None when the record names nobody with an email address."""
+        emails = self.spec.table("emails") if self.has_table("emails") else None
+        if emails is None or "to_address" not in {c.name for c in emails.columns}:
+            return None  # an email module without addresses: contacts only
+        paths = [table.notify.split(".")] if table.notify else [[c.name] for c in table.columns if c.ref == "users"]
+        for path in paths:
+            at, person, col = table, row, table.column(path[0])
+            for name in path:  # follow the references: a claim's policy's policyholder
+                col = at.column(name)
+                at = self.spec.table(col.ref or "")
+                person = self.row(at, person[name]) if person and person[name] is not None else None
+            if person is None or not person.get("email"):
+                continue
+            reads = self.getter(at, person)
+            if not reads:
+                continue
+            said = person.get(at.label) if at.label else None
+            if table.notify:  # the party the record concerns: "the policyholder (Tomas Dahl)"
+                who = f"the {at.singular if len(path) > 1 else col.human} ({said})" if said else f"the {col.human}"
+            elif said:  # an internal owner, by name
+                who = str(said)
+            else:
+                continue
+            return who, reads, str(person["email"])  # the record itself is read before it is acted on
+        return None
 
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
             answer: Any = None, answer_type: str | None = None) -> bool:
@@ -113,12 +218,92 @@ class TaskBuilder:
             return False
         n = sum(1 for t in self.tasks if t.family == family) + 1
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
-                    answer=answer, answer_type=answer_type, target=target)
+                    answer=answer, answer_type=answer_type, target=target,
+                    needs_search=self.needs_search(target, oracle))
         if self.validate is not None and not self.validate(task):
             return False
         self.instructions.add(instruction)
         self.tasks.append(task)
         return True
+
+    def create_args(self, table: TableDef, fixed: dict[str, Any], tag: str
+                    ) -> tuple[dict[str, Any], list[str], list[ToolCall]] | None:
+        """Arguments for create_<table> with everything not fixed chosen and said in words, and the
+        searches that find the records it refers to; None when a column cannot be said."""
+        args: dict[str, Any] = {}
+        said: list[str] = []
+        lookups: list[ToolCall] = []
+        for name in table.create or []:
+            col = table.column(name)
+            if name in fixed:
+                args[name] = fixed[name]
+                continue
+            if col.nullable:
+                continue  # optional: a person leaves it out
+            if col.ref:
+                target = self.spec.table(col.ref)
+                if not (target.label and target.label in target.search and target.column(target.label).unique):
+                    return None
+                rows = self.rows(target)
+                if not rows:
+                    return None
+                row = self.rng.choice(rows)
+                args[name] = row["id"]
+                lookups.append(ToolCall(tool=f"search_{target.name}", args={target.label: row[target.label]}))
+                same = col.human in (target.singular, *target.singular.split())  # "item": "stock item X"
+                said.append(f"{target.singular} {row[target.label]}" if same or target.singular.startswith(col.human)
+                            else f"{col.human} {target.singular} {row[target.label]}")
+            elif col.enum:
+                args[name] = self.rng.choice(col.enum)
+                said.append(f"{col.human} {human(args[name])}")
+            elif col.type in ("money", "number", "integer"):
+                lo = col.minimum if col.minimum is not None else 1.0
+                hi = col.maximum if col.maximum is not None else max(lo + 1.0, 2000.0)
+                value = self.rng.uniform(lo + (hi - lo) * 0.1, lo + (hi - lo) * 0.4)
+                args[name] = int(value) if col.type == "integer" else round(value, 2)
+                said.append(f"{col.human} ${args[name]:,.2f}" if col.type == "money" else f"{col.human} {args[name]}")
+            elif col.type == "date":
+                day = date.fromisoformat(self.spec.brief.clock) + timedelta(days=self.rng.randint(3, 30))
+                args[name] = day.isoformat()
+                said.append(f"{col.human} {args[name]}")
+            elif col.type == "text":
+                value = self.drawn_text(table, col, args) if not col.free_text else None
+                if value is None and col.free_text:
+                    value = self.rng.choice(FREE_TEXT_CHOICES)
+                elif value is None:
+                    value = f"{cap(tag)} {self.rng.randint(100, 999)}"
+                args[name] = value
+                said.append(f"{col.human} \"{value}\"")
+            else:
+                return None
+        return args, said, lookups
+
+    def drawn_text(self, table: TableDef, col: ColumnDef, row: dict[str, Any]) -> str | None:
+        """A text value from the column's own generator (a person's name, the next code), unused in the
+        table when the column is unique; None when the generator cannot serve a task."""
+        if col.gen is None or self.vocab is None:
+            return None
+        for _ in range(8):
+            try:
+                value = draw_value(self.spec, self.vocab, self.rng, col, row, self.next_id(table))
+            except (KeyError, ValueError, TypeError):
+                return None
+            if not isinstance(value, str):
+                return None
+            taken = col.unique and self.conn.execute(
+                f"SELECT 1 FROM {table.name} WHERE {col.name} = ?", (value,)).fetchone()
+            if not taken:
+                return value
+        return None
+
+    def needs_search(self, target: str, oracle: list[ToolCall]) -> bool:
+        """Whether the agent must search for the task's records by what it knows of them (a parent and a
+        date, a status), rather than look one up by the code or name the instruction gives."""
+        table = next((t for t in self.spec.tables if t.name == target), None)
+        if table is None:
+            return False
+        searches = [c for c in oracle if c.tool == f"search_{table.name}"]
+        return bool(searches) and not any(table.label and table.label in c.args for c in searches)
 
     # -- rows ------------------------------------------------------------------------------
 

@@ -55,7 +55,7 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         ToolCall(tool="search_business_rules", args={"name": guard.rule}),
         ToolCall(tool=chosen.name, args={id_param(table): row["id"], **chosen_args}),
     ]
-    told = b.notify(table, row, "decision made")
+    told = b.notify(table, row, "decision made", addr.text)
     if told is not None:
         text, oracle = f"{text.rstrip('.')}. Then {told[0]}.", oracle + told[1]
     return Plan(cap(text), oracle, table.name)

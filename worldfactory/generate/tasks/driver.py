@@ -74,7 +74,7 @@ def draw(rng: random.Random, found: Pools | Stream, limit: int | None) -> list[A
 
 def run_family(b: TaskBuilder, family: ModuleType) -> int:
     """Add up to the family's quota of tasks; the number added."""
-    quota: int = family.QUOTA
+    quota: int = max(1, round(family.QUOTA * b.spec.brief.task_mix.get(family.FAMILY, 1.0)))  # the variant's mix
     limit = None if family.TRIES is None else quota * family.TRIES
     made = 0
     for candidate in draw(b.rng, family.candidates(b), limit):

@@ -49,7 +49,7 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         verb = verb.format(obj=addr.text)
         oracle = addr.lookup + b.getter(table, row) + extra + [call]
     if b.rng.random() < NOTIFY_SHARE:
-        told = b.notify(table, row, "done")
+        told = b.notify(table, row, "done", addr.text)
         if told is not None:
             verb, oracle = f"{verb}, then {told[0]}", oracle + told[1]
     phrase = b.rng.choice(PHRASES)
@@ -77,4 +77,15 @@ def _update_change(b: TaskBuilder, table: TableDef, row: dict[str, Any]
         value = round(float(row[col.name]) * b.rng.choice([0.8, 0.9, 1.1, 1.25]), 2)
         said = f"${value:,.2f}" if col.type == "money" else f"{value:g}"
         return f"change the {col.human} of {{obj}} to {said}", [], {col.name: value}
+    if col.type == "integer" and row[col.name] is not None:
+        step = max(1, round(abs(int(row[col.name])) * b.rng.choice([0.1, 0.2, 0.25])))
+        value = int(row[col.name]) + b.rng.choice([-step, step])
+        if col.minimum is not None and value < col.minimum:
+            value = int(row[col.name]) + step
+        return f"change the {col.human} of {{obj}} to {value}", [], {col.name: value}
+    if col.type == "text" and not col.free_text:
+        text = b.drawn_text(table, col, dict(row))
+        if text is None or text == row[col.name]:
+            return None
+        return f"change the {col.human} of {{obj}} to {text}", [], {col.name: text}
     return None

@@ -9,7 +9,7 @@ from worldfactory.spec import ToolCall
 
 from .builder import SEARCH_MAX, TaskBuilder
 from .driver import Plan, Pools
-from .words import human
+from .words import human, in_state
 
 FAMILY = "retrieval"
 QUOTA = 20
@@ -58,9 +58,11 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     parent_table = b.spec.table(col.ref)
     parent = b.row(parent_table, key)
     assert parent is not None
-    paddr = b.address(parent_table, parent)
+    paddr = b.address(parent_table, parent, plain=True)
     if paddr is None:
         return None
+    own = col.human == parent_table.singular  # "of policyholder X"; else "whose leasing agent is user X"
+    of = f"of {paddr.text}" if own else f"whose {col.human} is {paddr.text}"
     rows = b.children(table, col, key)
     plural = table.plural_name.replace("_", " ")
     if kind == "count":
@@ -68,13 +70,15 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         wf = table.workflow.column
         state = b.rng.choice(sorted({r[wf] for r in rows}))
         n = sum(1 for r in rows if r[wf] == state)
-        q = f"How many {human(state)} {plural} does {paddr.text} have?"
+        q = (f"How many {in_state(plural, state)} does {paddr.text} have?" if own
+             else f"How many {in_state(plural, state)} have {col.human} {paddr.text}?")
         search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": 1})
         return Plan(q, paddr.lookup + [search], table.name, answer=n, answer_type="int")
     if kind == "sum":
         money = b.rng.choice([c for c in table.columns if c.type == "money"])
         total = round(sum(float(r[money.name] or 0) for r in rows), 2)
-        q = f"What is the total {money.human} across all {plural} of {paddr.text}?"
+        q = (f"What is the combined {money.human} of the {plural} {of}?" if "total" in money.human.split()
+             else f"What is the total {money.human} across the {plural} {of}?")
         search = ToolCall(tool=f"search_{table.name}", args={col.name: key, "limit": SEARCH_MAX})
         return Plan(q, paddr.lookup + [search], table.name, answer=total, answer_type="number")
     assert table.workflow is not None and table.label
@@ -82,6 +86,6 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     state = b.rng.choice(sorted({r[wf] for r in rows}))
     names = [str(r[table.label]) for r in rows if r[wf] == state]
     label_h = table.column(table.label).human
-    q = f"List the {label_h} of every {human(state)} {table.singular} of {paddr.text}."
+    q = f"List the {label_h} of every {in_state(table.singular, state)} {of}."
     search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": SEARCH_MAX})
     return Plan(q, paddr.lookup + [search], table.name, answer=names, answer_type="list")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from worldfactory.spec import TableDef
+from worldfactory.spec import ColumnDef, TableDef
 
 from ..workflow import slug
 
@@ -17,6 +17,41 @@ def human(value: Any) -> str:
 def cap(text: str) -> str:
     """The text with its first letter upper-cased, the rest untouched."""
     return text[:1].upper() + text[1:]
+
+
+PREPOSITIONS = ("under", "on", "in", "at", "awaiting", "pending", "for", "with", "out", "off", "past")
+
+
+def in_state(noun: str, state: Any) -> str:
+    """A record (or records) in a workflow status as a person says it: "open claim", "claim under review",
+    "lease with status notice given" (an adjective before the noun only when the status is one word)."""
+    words = human(state).split()
+    if len(words) == 1:
+        return f"{words[0]} {noun}"
+    if words[0] in PREPOSITIONS:
+        return f"{noun} {' '.join(words)}"
+    return f"{noun} with status {' '.join(words)}"
+
+
+def when(col: ColumnDef, value: Any, bound: str = "") -> str:
+    """A date column and its value as a clause after a noun: "filed on 2026-03-02", "starting on ...",
+    "with incident date ..."; ``bound`` ("on or before") makes it a cut-off."""
+    if col.name.endswith("_on") and not col.label:
+        words = col.name[:-3].split("_")
+        if words[-1].endswith("s") and not words[-1].endswith("ss"):  # starts_on: "starting on"
+            words[-1] = words[-1][:-1] + "ing"
+        return f"{' '.join(words)} {bound or 'on'} {value}"
+    return f"with {col.human} {bound + ' ' if bound else ''}{value}"
+
+
+def a_or_an(word: str) -> str:
+    """The indefinite article a person puts before the word ("an inspection", "a unit", "an hour")."""
+    w = word.lower()
+    if w.startswith(("hour", "honest", "honor", "heir")):
+        return "an"
+    if w.startswith(("uni", "use", "usu", "uti", "eu", "one", "once")) or w[:1] not in "aeiou":
+        return "a"
+    return "an"
 
 
 def tool_name(table: TableDef, kind: str) -> str:

@@ -11,7 +11,7 @@ from worldfactory.spec import ToolCall
 from ..workflow import id_param, render_verb
 from .builder import SEARCH_MAX, TaskBuilder, sweep_calls
 from .driver import Plan, Stream
-from .words import cap, human
+from .words import a_or_an, cap, human, in_state
 
 FAMILY = "bulk"
 QUOTA = 1
@@ -51,7 +51,8 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         ]
         next_doc += 1
     auditor_name = auditor_addr.text.removeprefix("contact ")
-    parts = [f"for every {anchor.singular}, file a {human(doc_type)} document titled \"Year-end review <its "
+    kind = human(doc_type)
+    parts = [f"for every {anchor.singular}, file {a_or_an(kind)} {kind} document titled \"Year-end review <its "
              f"{label_h}>\" and {render_verb(finalize, 'it', {})}, leave a note on the {anchor.singular} saying "
              f"\"Year-end review done\", and email {auditor_name} with the document's title as the subject"]
     sweeps = sorted(b.sweeps(), key=lambda s: (-len(s.rows), s.table.name, s.transition.name, s.state))
@@ -73,7 +74,7 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         src.add(state)
         dst.add(tr.to)
         calls += sweep_calls(s)
-        parts.append(render_verb(tr, f"every {human(state)} {table.singular}", args))
+        parts.append(render_verb(tr, f"every {in_state(table.singular, state)}", args))
     if len(calls) < LONG_TARGET:
         return None
     text = "Year-end close. " + "; ".join(cap(p) if i == 0 else p for i, p in enumerate(parts)) + "."

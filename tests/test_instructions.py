@@ -1,0 +1,113 @@
+"""Tasks people would ask: every instruction of every example world is read for the defects seen in
+generated worlds (wrong article, "all of them", status words glued before a noun, doubled words,
+column names instead of words), notifications go to the party a record concerns, bulk tasks carry a
+business condition, and at least 30% of tasks make the agent search for their records."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import EXAMPLES
+from worldfactory.runtime.world import World
+from worldfactory.spec import WorldSpec
+
+A_BEFORE_VOWEL = re.compile(r"\b[Aa] (?!uni|use|usu|uti|eu|one|once)([aeiouAEIOU]\w*)")
+AN_BEFORE_CONSONANT = re.compile(r"\b[Aa]n (?!hour|honest|honor|heir)([b-df-hj-np-tv-zB-DF-HJ-NP-TV-Z]\w*)")
+SNAKE_WORD = re.compile(r"(?<![\w@.\-])[a-z]+_[a-z_]+\b")
+DOUBLED = re.compile(r"\b(\w+) \1\b", re.IGNORECASE)
+
+
+def _quoted_out(text: str) -> str:
+    """The instruction without its quoted values (subjects, titles, notes say what they say)."""
+    return re.sub(r"\"[^\"]*\"", "\"\"", text)
+
+
+def defects(instruction: str, spec: WorldSpec) -> list[str]:
+    """What a careful reader would mark in the instruction."""
+    text = _quoted_out(instruction)
+    found = []
+    if m := A_BEFORE_VOWEL.search(text):
+        found.append(f"'a {m.group(1)}'")
+    if m := AN_BEFORE_CONSONANT.search(text):
+        found.append(f"'an {m.group(1)}'")
+    if "all of them" in text:
+        found.append("'all of them'")
+    if m := SNAKE_WORD.search(text):
+        found.append(f"a stored name '{m.group(0)}'")
+    if (m := DOUBLED.search(text)) and not m.group(1).isdigit():
+        found.append(f"doubled '{m.group(0)}'")
+    if re.search(r"\b(on|at|by) of\b", text):
+        found.append("a column name as a noun ('the due on of')")
+    for table in spec.tables:
+        for state in (table.workflow and table.column(table.workflow.column).enum) or []:
+            said = state.replace("_", " ")
+            if " " in said and f"{said} {table.singular}" in text:
+                found.append(f"a status glued before its noun ('{said} {table.singular}')")
+    return found
+
+
+def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> None:
+    spec = next(iter(worlds.values())).spec
+    claims = "claim under review" if any(t.name == "claims" for t in spec.tables) else ""
+    planted = {
+        "Please open a inspection for lease L-1.": "'a inspection'",
+        "Please terminate every active lease early, all of them.": "'all of them'",
+        "Escalate every under review claim to a senior adjuster.": "glued before its noun",
+        "What is the due on of rent charge RC-1?": "column name as a noun",
+        "Set up a new meeting (contact contact Rosa Alvarez).": "doubled",
+        "Move every claim to fraud_review.": "stored name",
+        "Book an meeting for Jo.": "'an meeting'",
+    }
+    for text, expected in planted.items():
+        if "under review" in text and not claims:
+            continue
+        assert any(expected in d for d in defects(text, spec)), (text, defects(text, spec))
+    assert defects("Add a new contact: full name \"Ana_b all of them\", email ana@x.example.", spec) == []
+
+
+@pytest.mark.parametrize("wid", EXAMPLES)
+def test_every_instruction_reads_as_a_person_would_write_it(worlds: dict[str, World], wid: str) -> None:
+    world = worlds[wid]
+    bad = {t.task_id: d for t in world.tasks.values() if (d := defects(t.instruction, world.spec))}
+    assert bad == {}
+
+
+@pytest.mark.parametrize("wid", EXAMPLES)
+def test_notifications_go_to_the_party_a_record_concerns(worlds: dict[str, World], wid: str) -> None:
+    world = worlds[wid]
+    tables = {t.name: t for t in world.spec.tables}
+    sent = 0
+    for task in world.tasks.values():
+        table = tables.get(task.target)
+        emails = [c for c in task.oracle if c.tool == "create_email"]
+        if table is None or not table.notify or not emails or task.family == "bulk":
+            continue
+        for call in emails:  # addressed, never to a contact drawn at random
+            assert call.args.get("to_address") and "contact_id" not in call.args, (task.task_id, call.args)
+            sent += 1
+    if any(t.notify for t in world.spec.tables):
+        assert sent >= 5
+
+
+@pytest.mark.parametrize("wid", EXAMPLES)
+def test_bulk_tasks_carry_a_business_condition(worlds: dict[str, World], wid: str) -> None:
+    for task in worlds[wid].tasks.values():
+        if task.family != "bulk":
+            continue
+        text = task.instruction
+        assert re.search(r"\b(of|whose|on or before|Year-end)\b", text), (task.task_id, text)
+
+
+@pytest.mark.parametrize("wid", EXAMPLES)
+def test_a_third_of_tasks_make_the_agent_search(worlds: dict[str, World], wid: str) -> None:
+    tasks = list(worlds[wid].tasks.values())
+    share = sum(t.needs_search for t in tasks) / len(tasks)
+    assert share >= 0.30, share
+    described = [t for t in tasks if t.needs_search and t.family in ("lookup_act", "conditional", "decline")]
+    assert described  # single records named by what a person knows, not only sets found by status
+    for task in described:  # the code the agent must find is not given away, not even in an email subject
+        table = next(tb for tb in worlds[wid].spec.tables if tb.name == task.target)
+        searched = [c for c in task.oracle if c.tool == f"search_{table.name}"]
+        assert searched and all(table.label not in c.args for c in searched)
