@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 from pydantic import Tag, TypeAdapter
 
+from worldfactory.expressions import is_expression, references
 from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, TableDef, Transition
 
 ANCHOR = "$anchor"
@@ -244,12 +245,12 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
             rep.add(f"{ploc}.task_value", "a non-text parameter without an enum needs task_value 'row.<column>'")
     for n, g in enumerate(tr.guards):
         gloc = f"{loc}.guards[{n}]"
-        kind, name = g.field.split(".", 1)
-        if kind == "row" and name not in cols:
-            rep.add(f"{gloc}.field", f"'{g.field}': table '{t.name}' has no column '{name}'; known: {_known(cols)}")
-        if kind == "param" and name not in pnames:
-            rep.add(f"{gloc}.field", f"'{g.field}': transition '{tr.name}' has no parameter '{name}'; "
-                    f"known: {_known(pnames)}")
+        for kind, name in references(g.field) if is_expression(g.field) else [tuple(g.field.split(".", 1))]:
+            if kind == "row" and name not in cols:
+                rep.add(f"{gloc}.field", f"'{g.field}': table '{t.name}' has no column '{name}'; known: {_known(cols)}")
+            if kind == "param" and name not in pnames:
+                rep.add(f"{gloc}.field", f"'{g.field}': transition '{tr.name}' has no parameter '{name}'; "
+                        f"known: {_known(pnames)}")
         if g.rule is not None and g.rule not in scope.rules:
             rep.add(f"{gloc}.rule", f"unknown rule '{g.rule}'; rules declared {scope.where}: {_known(scope.rules)}")
         if isinstance(g.value, str) and g.value.startswith("row.") and g.value[4:] not in cols:

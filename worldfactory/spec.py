@@ -314,7 +314,7 @@ class Param(Strict):
 class Guard(Strict):
     """A business rule checked before a transition: `<field> <op> <rule or value>`."""
 
-    field: str  # "row.<col>" or "param.<name>"
+    field: str  # "row.<col>", "param.<name>", or arithmetic over them ("(param.rent - row.rent) / row.rent")
     op: CompareOp
     rule: str | None = None
     value: float | str | None = None
@@ -325,8 +325,13 @@ class Guard(Strict):
     def _one_side(self) -> Guard:
         if (self.rule is None) == (self.value is None):
             raise ValueError("a guard needs exactly one of 'rule' or 'value'")
-        if not (self.field.startswith("row.") or self.field.startswith("param.")):
-            raise ValueError("guard field must start with 'row.' or 'param.'")
+        from worldfactory.expressions import ExpressionError, is_expression, parse
+
+        if is_expression(self.field):  # arithmetic over row.<column> and param.<name> (expressions.py)
+            try:
+                parse(self.field)
+            except ExpressionError as exc:
+                raise ValueError(f"guard field '{self.field}': {exc}") from None
         return self
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from worldfactory import GENERATOR_VERSION
+from worldfactory.expressions import is_expression, references
 from worldfactory.generate.workflow import id_param, slug
 from worldfactory.spec import ColumnDef, ColumnType, Param, TableDef, Transition, WorldSpec
 from worldfactory.templates import TemplateError
@@ -400,8 +401,13 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
             body.append(f"    {p.name} = round({p.name}, 2)")
     body.append(f"    db.require_state(row, {t.workflow.column!r}, {tr.from_!r}, {t.singular + ' '!r} + str({label}))")
     for g in tr.guards:
-        kind, name = g.field.split(".", 1)
-        left = f"row[{name!r}]" if kind == "row" else _ident(name, "guard field")
+        if is_expression(g.field):  # evaluated by the toolkit's walker over these values, never by eval
+            values = ", ".join(f"{f'{k}.{n}'!r}: " + (f"row[{n!r}]" if k == "row" else _ident(n, "guard field"))
+                               for k, n in references(g.field))
+            left = f"db.calc({g.field!r}, {{{values}}})"
+        else:
+            kind, name = g.field.split(".", 1)
+            left = f"row[{name!r}]" if kind == "row" else _ident(name, "guard field")
         right = f"db.rule({g.rule!r})" if g.rule else _value_expr(g.value)
         body.append(f"    db.guard({left}, {g.op!r}, {right}, {g.message!r})")
     sets = {t.workflow.column: repr(tr.to)}

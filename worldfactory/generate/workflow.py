@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from worldfactory.expressions import evaluate, is_expression
 from worldfactory.runtime.toolkit import COMPARE
 from worldfactory.spec import Guard, Param, TableDef, Transition
 
@@ -40,8 +41,11 @@ def task_value(param: Param, row: dict[str, Any], rng: random.Random) -> Any:
 
 
 def _side(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> tuple[Any, Any]:
-    kind, name = guard.field.split(".", 1)
-    left = row[name] if kind == "row" else args.get(name)
+    if is_expression(guard.field):
+        left: Any = evaluate(guard.field, row, args)
+    else:
+        kind, name = guard.field.split(".", 1)
+        left = row[name] if kind == "row" else args.get(name)
     if guard.rule is not None:
         right: Any = rules[guard.rule]
     elif isinstance(guard.value, str) and guard.value.startswith("row."):

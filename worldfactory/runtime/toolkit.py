@@ -11,6 +11,8 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from worldfactory.expressions import evaluate
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 OPS = {"=": "=", "contains": "LIKE", ">=": ">=", "<=": "<="}
@@ -107,6 +109,12 @@ class ToolDB:
     def update(self, table: str, record_id: int, values: dict[str, Any]) -> None:
         sets = ", ".join(f"{c} = ?" for c in values)
         self._write(f"UPDATE {table} SET {sets} WHERE id = ?", [*values.values(), record_id], table)
+
+    def calc(self, expression: str, values: dict[str, Any]) -> float | None:
+        """A guard's arithmetic (worldfactory.expressions) over the record's and the call's values."""
+        row = {k[4:]: v for k, v in values.items() if k.startswith("row.")}
+        params = {k[6:]: v for k, v in values.items() if k.startswith("param.")}
+        return evaluate(expression, row, params)
 
     def next_code(self, table: str, pattern: str) -> str:
         """The code the table's next row gets from its `code` generator (numbered by id, as seeded rows are)."""

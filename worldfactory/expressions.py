@@ -1,0 +1,96 @@
+"""Guard expressions: a small arithmetic language over a record and a step's parameters.
+
+A guard's `field` may be an expression instead of a single reference, so a pack can cap a computed
+value without a derived column: `(param.new_rent - row.monthly_rent) / row.monthly_rent <= rule`.
+The language has numbers, `row.<column>`, `param.<name>`, + - * /, unary minus and parentheses;
+nothing else parses (no names, calls, attributes of anything else, comparisons or subscripts), and
+it is evaluated by walking the parsed tree, never by `eval`. A missing operand or a division by
+zero makes the value None, which fails the guard, in the generated tool and in task generation
+alike, because both evaluate through `evaluate` here.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import operator
+from collections.abc import Callable
+from typing import Any
+
+OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+SOURCES = ("row", "param")
+MAX_LENGTH = 200
+
+
+class ExpressionError(ValueError):
+    """An expression outside the language; the message says which part."""
+
+
+def is_expression(text: str) -> bool:
+    """Whether a guard field is an expression rather than one `row.`/`param.` reference."""
+    kind, _, name = text.partition(".")
+    return not (kind in SOURCES and name.isidentifier())
+
+
+@functools.lru_cache(maxsize=512)
+def parse(text: str) -> ast.expr:
+    """The checked tree of an expression; ExpressionError for anything outside the language."""
+    if len(text) > MAX_LENGTH:
+        raise ExpressionError(f"longer than {MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(text, mode="eval").body
+    except SyntaxError as exc:
+        raise ExpressionError(f"not an arithmetic expression ({exc.msg})") from None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            if type(node.op) not in OPERATORS:
+                raise ExpressionError(f"operator '{ast.unparse(node)}' is not one of + - * /")
+        elif isinstance(node, ast.UnaryOp):
+            if not isinstance(node.op, ast.USub):
+                raise ExpressionError(f"'{ast.unparse(node)}': only unary minus is allowed")
+        elif isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, int | float):
+                raise ExpressionError(f"{node.value!r} is not a number")
+        elif isinstance(node, ast.Attribute):
+            if not (isinstance(node.value, ast.Name) and node.value.id in SOURCES) or node.attr.startswith("_"):
+                raise ExpressionError(f"'{ast.unparse(node)}': only row.<column> and param.<name> can be read")
+        elif isinstance(node, ast.Name):
+            if node.id not in SOURCES:
+                raise ExpressionError(f"'{node.id}' is not row.<column>, param.<name> or a number")
+        elif not isinstance(node, ast.operator | ast.unaryop | ast.expr_context):
+            raise ExpressionError(f"'{ast.unparse(node)}' is not arithmetic")
+    return tree
+
+
+def references(text: str) -> list[tuple[str, str]]:
+    """The (row|param, name) pairs an expression reads, in order of first use."""
+    out: list[tuple[str, str]] = []
+    for node in ast.walk(parse(text)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            pair = (node.value.id, node.attr)
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def evaluate(text: str, row: dict[str, Any], params: dict[str, Any]) -> float | None:
+    """The expression's value for a record and a step's arguments; None when an operand is missing or
+    a division is by zero."""
+
+    def walk(node: ast.expr) -> float | None:
+        if isinstance(node, ast.Constant):
+            return float(node.value)
+        if isinstance(node, ast.Attribute):
+            value = (row if node.value.id == "row" else params).get(node.attr)  # type: ignore[attr-defined]
+            return None if value is None else float(value)
+        if isinstance(node, ast.UnaryOp):
+            inner = walk(node.operand)
+            return None if inner is None else -inner
+        assert isinstance(node, ast.BinOp)
+        left, right = walk(node.left), walk(node.right)
+        if left is None or right is None or (isinstance(node.op, ast.Div) and right == 0):
+            return None
+        return OPERATORS[type(node.op)](left, right)
+
+    return walk(parse(text))
