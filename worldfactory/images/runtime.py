@@ -55,7 +55,7 @@ RUN {root}/.venv/bin/pip install -q --no-cache-dir --disable-pip-version-check -
 ENV PATH={root}/.venv/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR {root}
 LABEL org.worldfactory.role=runtime
-"""
+"""  # noqa: E501 (the apt line: a Dockerfile, not Python)
 
 
 def _sources(root: Path) -> dict[str, bytes]:
