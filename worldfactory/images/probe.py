@@ -1,7 +1,7 @@
 """Run a world's image and check it from the host, as a user of the image would.
 
 The probe starts the container with the port published on loopback (no capabilities, read-only
-root, a tmpfs /tmp), then checks, in order: the bundle inside the image is byte for byte the
+root, one small tmpfs as TMPDIR), then checks, in order: the bundle inside the image is byte for byte the
 published bundle on the host; the server answers an MCP `initialize` (the time from start to
 that answer is reported); an MCP client lists the tools, and they are the bundle's tools; one
 task's oracle plan, run through the container's MCP endpoint, passes the world's verifier through
@@ -30,6 +30,10 @@ from pydantic import BaseModel
 from worldfactory.images.engine import ImageError, connect
 from worldfactory.images.world import BUNDLE_DIR, PORT, read_published
 from worldfactory.runtime.control import ENV_TOKEN
+
+# The only writable place in the probed container. Not /tmp: the project may live under /tmp (it sits at
+# its host path), and a tmpfs there would hide it (or, with runc's copy-up, overflow copying it).
+SCRATCH = "/run/worldfactory-scratch"
 
 
 class ProbeReport(BaseModel):
@@ -116,8 +120,9 @@ def probe_image(image: str, bundle: Path, client: docker.DockerClient | None = N
     port = free_port()
     try:
         container = client.containers.create(
-            image, detach=True, ports={f"{PORT}/tcp": ("127.0.0.1", port)}, environment={ENV_TOKEN: token},
-            cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True, tmpfs={"/tmp": "rw,size=64m"},
+            image, detach=True, ports={f"{PORT}/tcp": ("127.0.0.1", port)},
+            environment={ENV_TOKEN: token, "TMPDIR": SCRATCH}, cap_drop=["ALL"], security_opt=["no-new-privileges"],
+            read_only=True, tmpfs={SCRATCH: "rw,size=64m,mode=1777"},
             labels={"org.worldfactory.probe": world_id})
     except (APIError, NotFound) as exc:
         raise ImageError(f"starting {image}: {exc}") from None
