@@ -323,8 +323,8 @@ class TaskBuilder:
         return int(self.conn.execute(f"SELECT coalesce(max(id), 0) FROM {table.name}").fetchone()[0]) + 1
 
     def rows_except(self, table: TableDef, row_id: Any) -> list[dict[str, Any]]:
-        """Every row of the table but one, by id."""
-        return fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE id <> ? ORDER BY id", (row_id,))
+        """Every row of the table but one (all of them when ``row_id`` is None), by id."""
+        return fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE id IS NOT ? ORDER BY id", (row_id,))
 
     def rows_in(self, table: TableDef, states: list[str]) -> list[dict[str, Any]]:
         """The rows of a workflow table in any of the states, by id."""

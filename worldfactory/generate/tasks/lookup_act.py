@@ -69,6 +69,8 @@ def _update_change(b: TaskBuilder, table: TableDef, row: dict[str, Any]
         if not (target.label and target.label in target.search):
             return None
         others = b.rows_except(target, row[col.name])
+        if not others:
+            return None
         other = b.rng.choice(others)
         lookup = ToolCall(tool=f"search_{target.name}", args={target.label: other[target.label]})
         text = f"make {target.singular} {other[target.label]} the {col.human} of {{obj}}"
