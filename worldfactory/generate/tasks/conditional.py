@@ -34,7 +34,10 @@ def candidates(b: TaskBuilder) -> Pools:
         _, alt = by_name[tr.otherwise]
         states = [s for s in tr.from_ if s in alt.from_]
         yes, no = [], []
+        others = tr.model_copy(update={"guards": [g for g in tr.guards if not g.rule]})
         for row, args in b.transition_rows(table, tr, states):
+            if not guards_hold(others, row, args, b.rules):
+                continue  # the instruction states the rule only: no other guard may decide the branch
             (yes if guards_hold(tr, row, args, b.rules) else no).append((table, tr, alt, row, args))
         pools += [yes, no]
     return Pools(pools)
