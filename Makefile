@@ -27,7 +27,7 @@ demo: $(STAMP)  ## build and verify the three example worlds into data/worlds/
 test: $(TRAINERS)  ## the whole test suite
 	$(BIN)/python -m pytest
 
-test-packs: $(STAMP)  ## every seed type: a full build per pack to the floors, first stages of the rest
+test-packs: $(STAMP)  ## a full build per pack to the floors; the first three stages of every seed type
 	$(BIN)/python -m pytest tests/packs
 
 # World images (needs root on Debian: it installs podman). containers/engine.sh prepares the engine
