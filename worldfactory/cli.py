@@ -54,6 +54,7 @@ def cmd_check_pack(args: argparse.Namespace) -> int:
     for line in lines:
         print(line)
     if lines:
+        sys.stdout.flush()  # the problems first, whole lines, when both streams go to one terminal or file
         print(f"{len(lines)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
         return 2
     print(f"ok: {len(args.files)} file(s) valid")
