@@ -11,6 +11,8 @@ column, `per_parent` links and `ref`s point at real tables. Every problem is one
 
 from __future__ import annotations
 
+import builtins
+import keyword
 import re
 import sqlite3
 from collections.abc import Iterable
@@ -26,6 +28,7 @@ from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, 
 
 ANCHOR = "$anchor"
 NAME_RE = re.compile(NAME_PATTERN)
+RESERVED_NAMES = frozenset(n for n in dir(builtins) if not n.startswith("_")) | frozenset(keyword.kwlist)
 SPECIAL_VALUES = ("$today", "$actor")  # usable in `set`, effects and create_defaults
 CODE_VALUE = "$code"  # in effects and create_defaults: the next code of the column's `code` generator
 KINDS = {"domains": DomainPack, "modules": Module, "company_types": CompanyType}
@@ -155,6 +158,9 @@ def _check_columns(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
             scope.tables.get(t.per_parent.table)
     for j, c in enumerate(t.columns):
         loc = f"{base}.columns[{j}:{c.name}]"
+        if c.name in RESERVED_NAMES:
+            rep.add(f"{loc}.name", f"'{c.name}' is a Python name the generated tools cannot take as an argument; "
+                    f"rename the column (e.g. '{t.singular.replace(' ', '_')}_{c.name}')")
         if c.ref is not None:
             _table_ref(rep, f"{loc}.ref", c.ref, scope, "ref")
         if c.poly_ref is not None and c.poly_ref not in names:
@@ -236,6 +242,9 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
         ploc = f"{loc}.params[{n}:{p.name}]"
         if pnames.count(p.name) > 1:
             rep.add(f"{ploc}.name", f"parameter '{p.name}' is declared twice")
+        if p.name in RESERVED_NAMES:
+            rep.add(f"{ploc}.name", f"'{p.name}' is a Python name the generated tool cannot take as an argument; "
+                    "rename the parameter")
         if p.task_value is not None and p.task_value != "choice":
             if not p.task_value.startswith("row."):
                 rep.add(f"{ploc}.task_value", f"'{p.task_value}' must be 'choice' or 'row.<column>'")
