@@ -97,7 +97,8 @@ def test_bulk_tasks_carry_a_business_condition(worlds: dict[str, World], wid: st
         if task.family != "bulk":
             continue
         text = task.instruction
-        assert re.search(r"\b(of|whose|on or before|Year-end)\b", text), (task.task_id, text)
+        condition = r"\b(of|whose|on or before|Year-end|Month-end|Quarter-end|audit)\b"
+        assert re.search(condition, text), (task.task_id, text)
 
 
 @pytest.mark.parametrize("wid", EXAMPLES)

@@ -1,13 +1,14 @@
 """sweep: act on every record in one state that a business condition picks out (a date cut-off:
 "every open claim filed on or before 2026-05-01"), SWEEP_MIN to SEARCH_MAX calls; filed as bulk tasks.
-A table with no searchable date gets no sweep."""
+A table with no searchable date gets a routine close-out of the whole status ("Month-end tidy-up:
+archive every sent email"), unless the step is destructive."""
 
 from __future__ import annotations
 
 from worldfactory.spec import ToolCall
 
 from ..workflow import id_param, render_verb
-from .builder import SEARCH_MAX, Sweep, TaskBuilder
+from .builder import SEARCH_MAX, Sweep, TaskBuilder, sweep_calls
 from .driver import Plan, Stream
 from .words import cap, in_state, when
 
@@ -15,6 +16,7 @@ FAMILY = "bulk"
 QUOTA = 7
 TRIES = None  # every sweep may be tried
 PHRASES = ["{Verb}.", "Please {verb}.", "Bulk job: {verb}."]
+ROUTINES = ["Month-end tidy-up", "Quarter-end close-out", "Before the audit"]  # why a whole status is swept
 SWEEP_MIN = 48
 
 
@@ -27,8 +29,11 @@ def plan(b: TaskBuilder, candidate: Sweep) -> Plan | None:
     obj = f"every {in_state(table.singular, state)}"
     dates = [c for c in table.columns if c.type == "date" and c.name in table.search]
     dated = sorted((r[dates[0].name], r["id"]) for r in rows if r[dates[0].name]) if dates else []
-    if len(dated) < SWEEP_MIN:  # no date to cut on: nobody asks for "every draft document" out of the blue
-        return None
+    if len(dated) < SWEEP_MIN:  # no date to cut on: a routine close-out, never a destructive one
+        if tr.destructive:
+            return None
+        verb = render_verb(tr, obj, args)
+        return Plan(f"{b.rng.choice(ROUTINES)}: {verb}.", sweep_calls(candidate), table.name)
     day = dates[0]
     cutoff = dated[b.rng.randint(SWEEP_MIN, len(dated)) - 1][0]
     chosen = [r for r in rows if r[day.name] and r[day.name] <= cutoff]
