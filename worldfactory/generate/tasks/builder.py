@@ -21,7 +21,7 @@ from worldfactory.spec import ColumnDef, TableDef, Task, ToolCall, Transition, V
 
 from ..data import draw_value, fetch_dicts, open_image
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
-from .words import cap, human, in_state, tool_name, when
+from .words import cap, has_name, human, in_state, of_parent, tool_name, when
 
 SEARCH_MAX = 500  # the largest page a plan asks a search tool for
 ATTRIBUTE_SHARE = 0.45  # of main records named by what a person knows of them, where that names one record
@@ -71,7 +71,7 @@ class TaskBuilder:
             found = self._address_by_attributes(table, row)
             if found is not None:
                 return found
-        if table.label and table.column(table.label).unique and table.label in table.search:
+        if has_name(table):
             value = row[table.label]
             search = ToolCall(tool=f"search_{table.name}", args={table.label: value})
             return Address(f"{table.singular} {value}", [search])
@@ -99,22 +99,25 @@ class TaskBuilder:
         """The record as the one of its parent's records on a date ("the claim on policy POL-000123 filed on
         2026-03-02"), when no other record of that parent shares the date; the agent must search for it."""
         dates = [c for c in table.columns if c.type == "date" and c.name in table.search and row[c.name]]
-        for col in self.parent_refs(table):
+        for col in self.parent_refs(table) if dates else []:
             if row[col.name] is None:
+                continue
+            parent_table = self.spec.table(col.ref or "")
+            parent = self.row(parent_table, row[col.name])
+            paddr = self.address(parent_table, parent, plain=True) if parent else None
+            if paddr is None:
                 continue
             for day in dates:
                 same = self.conn.execute(f"SELECT count(*) FROM {table.name} WHERE {col.name} = ? AND {day.name} = ?",
                                          (row[col.name], row[day.name])).fetchone()[0]
-                parent_table = self.spec.table(col.ref or "")
-                parent = self.row(parent_table, row[col.name])
-                paddr = self.address(parent_table, parent, plain=True) if parent else None
-                if same != 1 or paddr is None:
+                if same != 1:
                     continue
                 search = ToolCall(tool=f"search_{table.name}", args={
                     col.name: row[col.name], f"{day.name}_from": row[day.name], f"{day.name}_to": row[day.name]})
                 dated = when(day, row[day.name])
-                text = (f"the {table.singular} of {paddr.text} {dated}" if col.human == parent_table.singular
-                        else f"the {table.singular} {dated} whose {col.human} is {paddr.text}")
+                link = of_parent(col, parent_table, paddr.text)
+                text = (f"the {table.singular} {link} {dated}" if link.startswith("of ")
+                        else f"the {table.singular} {dated} {link}")
                 return Address(text, paddr.lookup + [search])
         return None
 
@@ -137,7 +140,7 @@ class TaskBuilder:
                     break
                 own = c.human == parent_table.singular  # "product_id" says "product": no need to name the column
                 if not parts:
-                    parts.append(f"of {paddr.text}" if own else f"whose {c.human} is {paddr.text}")
+                    parts.append(of_parent(c, parent_table, paddr.text))
                 else:
                     parts.append(f"at {paddr.text}" if own else f"and {c.human} {paddr.text}")
                 lookup += paddr.lookup
@@ -242,7 +245,7 @@ class TaskBuilder:
                 continue  # optional: a person leaves it out
             if col.ref:
                 target = self.spec.table(col.ref)
-                if not (target.label and target.label in target.search and target.column(target.label).unique):
+                if not has_name(target):
                     return None
                 rows = self.rows(target)
                 if not rows:
@@ -370,8 +373,7 @@ class TaskBuilder:
         out = []
         for c in table.columns:
             if c.ref and c.name in table.search and c.ref != table.name:
-                target = self.spec.table(c.ref)
-                if target.label and target.column(target.label).unique and target.label in target.search:
+                if has_name(self.spec.table(c.ref)):
                     out.append(c)
         return out
 

@@ -10,7 +10,7 @@ from worldfactory.spec import ToolCall
 from ..workflow import guards_hold, id_param, render_verb
 from .builder import SEARCH_MAX, TaskBuilder
 from .driver import Plan, Pools
-from .words import cap, in_state
+from .words import cap, in_state, of_parent
 
 FAMILY = "bulk"
 QUOTA = 16
@@ -50,8 +50,7 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     if paddr is None:
         return None
     assert table.workflow is not None
-    link = "of" if col.human == parent_table.singular else f"whose {col.human} is"
-    obj = f"every {in_state(table.singular, state)} {link} {paddr.text}"
+    obj = f"every {in_state(table.singular, state)} {of_parent(col, parent_table, paddr.text)}"
     verb = render_verb(tr, obj, args)
     search = ToolCall(tool=f"search_{table.name}",
                       args={col.name: pid, table.workflow.column: state, "limit": SEARCH_MAX})

@@ -9,7 +9,7 @@ from worldfactory.spec import ToolCall
 
 from .builder import SEARCH_MAX, TaskBuilder
 from .driver import Plan, Pools
-from .words import human, in_state
+from .words import has_name, human, in_state, of_parent
 
 FAMILY = "retrieval"
 QUOTA = 20
@@ -32,7 +32,7 @@ def candidates(b: TaskBuilder) -> Pools:
                     sums.append(("sum", table, col, pid))
                 if table.label and table.workflow and table.workflow.column in table.search:
                     lists.append(("list", table, col, pid))
-        if table.label and table.label in table.search and table.column(table.label).unique:
+        if has_name(table):
             for row in b.rows(table):
                 fields.append(("field", table, None, row))
     return Pools([counts, sums, lists, fields])
@@ -61,8 +61,8 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     paddr = b.address(parent_table, parent, plain=True)
     if paddr is None:
         return None
-    own = col.human == parent_table.singular  # "of policyholder X"; else "whose leasing agent is user X"
-    of = f"of {paddr.text}" if own else f"whose {col.human} is {paddr.text}"
+    of = of_parent(col, parent_table, paddr.text)
+    own = of.startswith("of ")
     rows = b.children(table, col, key)
     plural = table.plural_name.replace("_", " ")
     if kind == "count":

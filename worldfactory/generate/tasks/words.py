@@ -54,6 +54,17 @@ def a_or_an(word: str) -> str:
     return "an"
 
 
+def has_name(table: TableDef) -> bool:
+    """Whether a person can name the table's records: a unique label the search tool filters on."""
+    return bool(table.label) and table.column(table.label).unique and table.label in table.search
+
+
+def of_parent(col: ColumnDef, parent: TableDef, said: str) -> str:
+    """A record's link to its parent through a reference column: "of policyholder X" when the column
+    is just the parent's name, else "whose leasing agent is user X"."""
+    return f"of {said}" if col.human == parent.singular else f"whose {col.human} is {said}"
+
+
 def tool_name(table: TableDef, kind: str) -> str:
     """The generated per-record tool of a table: ``get``, ``update`` or ``create`` + its singular."""
     return f"{kind}_{slug(table.singular)}"
