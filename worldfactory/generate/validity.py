@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import random
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,24 @@ def _ref_exprs(norm: dict[str, TableNorm], table: str, new_rows: bool) -> list[s
 
 
 TableState = tuple[str | None, str | None]
+_QUERIES: weakref.WeakKeyDictionary[World, dict[str, tuple[str, str]]] = weakref.WeakKeyDictionary()
+
+
+def _state_queries(world: World, table: str) -> tuple[str, str]:
+    """The two statements of table_state for one table, built once per world."""
+    cache = _QUERIES.setdefault(world, {})
+    queries = cache.get(table)
+    if queries is None:
+        norm = world.norm
+        max_id = norm[table].seed_max_id
+        seed_cols = " || ',' || ".join(f"quote({e})" for e in ["id", *_ref_exprs(norm, table, new_rows=False)])
+        new_cols = " || ',' || ".join(f"quote({e})" for e in _ref_exprs(norm, table, new_rows=True))
+        queries = cache[table] = (
+            f"SELECT group_concat(r, char(10)) FROM (SELECT {seed_cols} AS r FROM main.{table} "
+            f"WHERE id <= {max_id} ORDER BY id)",
+            f"SELECT group_concat(r, char(10)) FROM (SELECT {new_cols} AS r FROM main.{table} "
+            f"WHERE id > {max_id} ORDER BY r)")
+    return queries
 
 
 def table_state(ep: Episode, table: str) -> TableState:
@@ -100,15 +119,8 @@ def table_state(ep: Episode, table: str) -> TableState:
 
     Read with whole-table queries, independent of the verifier's diff and its change log.
     """
-    norm = ep.world.norm
-    max_id = norm[table].seed_max_id
-    seed_cols = " || ',' || ".join(f"quote({e})" for e in ["id", *_ref_exprs(norm, table, new_rows=False)])
-    new_cols = " || ',' || ".join(f"quote({e})" for e in _ref_exprs(norm, table, new_rows=True))
-    seed_rows = ep.conn.execute(f"SELECT group_concat(r, char(10)) FROM (SELECT {seed_cols} AS r FROM main.{table} "
-                                f"WHERE id <= {max_id} ORDER BY id)").fetchone()[0]
-    new_rows = ep.conn.execute(f"SELECT group_concat(r, char(10)) FROM (SELECT {new_cols} AS r FROM main.{table} "
-                               f"WHERE id > {max_id} ORDER BY r)").fetchone()[0]
-    return seed_rows, new_rows
+    seed_sql, new_sql = _state_queries(ep.world, table)
+    return ep.conn.execute(seed_sql).fetchone()[0], ep.conn.execute(new_sql).fetchone()[0]
 
 
 def same_state(ep: Episode, gold: dict[str, TableState], seed: Callable[[str], TableState], tables: set[str]) -> bool:
@@ -116,7 +128,8 @@ def same_state(ep: Episode, gold: dict[str, TableState], seed: Callable[[str], T
 
     `gold` has gold's state of every table the oracle changed; any other table is as in the seed.
     """
-    for table in sorted(tables & set(ep.world.norm)):
+    # Smallest seed first: the answer is only equal or not, and a differing small table spares reading the rest.
+    for table in sorted(tables & set(ep.world.norm), key=lambda t: (ep.world.norm[t].seed_max_id, t)):
         if table_state(ep, table) != (gold[table] if table in gold else seed(table)):
             return False
     return True
@@ -157,7 +170,7 @@ class OracleRun:
         self.verdict = self._verify(task.answer)
 
     def _verify(self, answer: Any) -> Verdict:
-        return self.verify(self.ep, answer) if self.verify else self.ep.verify(answer)
+        return self.verify(self.ep, answer) if self.verify else self.ep.verify(answer, explain=False)
 
     def base(self, calls: list[ToolCall]) -> int:
         """The latest checkpoint at or before the first step where `calls` part from the oracle."""
@@ -171,6 +184,8 @@ class OracleRun:
         for call in calls[base:]:
             self.ep.call(call.tool, call.args)
         verdict = self._verify(answer)
+        if calls == self.task.oracle:  # rewound to the checkpoint after the whole oracle: gold's own state
+            return verdict, True
         return verdict, same_state(self.ep, self.gold, seed, self.ep.written | self.written)
 
     def close(self) -> None:
@@ -280,7 +295,7 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
     if swapped is not None:
         cuts.add(_first_difference(swapped, task.oracle))
     null_ep = world.episode(task.task_id)
-    null = verify(null_ep, None) if verify else null_ep.verify(None)
+    null = verify(null_ep, None) if verify else null_ep.verify(None, explain=False)
     null_ep.close()
     run = OracleRun(world, task, cuts, verify)
     try:
