@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, Field
 
 from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
@@ -147,16 +148,25 @@ def rollout_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
     return [r.model_dump(exclude={"trace", "world_id"}) for r in rollouts]
 
 
+def dumps_sorted(value: Any) -> str:
+    """Compact JSON with sorted keys: orjson (a tenth of json's time on traces), json for what it refuses."""
+    try:
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # an integer past 64 bits, a key that is not a string
+        return json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+
+
+def _step_row(s: Step) -> dict[str, Any]:
+    """One step as the traces file and the traces catalog keep it, without its wall-clock latency."""
+    result_json = s.result_json
+    return {"step": s.index, "tool": s.tool, "args_json": dumps_sorted(s.args), "result_json": result_json,
+            "error": not s.ok, "error_text": s.error or "",
+            "result_sha256": result_hash_json(s.ok, result_json, s.error)}
+
+
 def trace_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
-    rows = []
-    for r in rollouts:
-        for s in r.trace:
-            result_json = s.result_json
-            rows.append({"task_id": r.task_id, "policy": r.policy, "rollout": r.rollout, "step": s.index,
-                         "tool": s.tool, "args_json": json.dumps(s.args, sort_keys=True, default=str),
-                         "result_json": result_json, "error": not s.ok, "error_text": s.error or "",
-                         "result_sha256": result_hash_json(s.ok, result_json, s.error), "latency_us": s.latency_us})
-    return rows
+    return [{"task_id": r.task_id, "policy": r.policy, "rollout": r.rollout, **_step_row(s),
+             TIMING["traces"]: s.latency_us} for r in rollouts for s in r.trace]
 
 
 TIMING = {"rollouts": "seconds", "traces": "latency_us"}  # wall clock: in the catalogs, never in a bundle
@@ -169,26 +179,27 @@ def traces_file(rollouts: list[Rollout]) -> bytes:
     rollouts and traces catalogs are derived from it, so they can be rebuilt from bundles alone.
     Same seed and code, same bytes (gzip without a timestamp).
     """
-    steps: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in trace_rows(rollouts):
-        row.pop(TIMING["traces"])
-        steps.setdefault((row.pop("task_id"), row.pop("rollout")), []).append(row)
     lines = []
-    for row in rollout_rows(rollouts):
-        row.pop(TIMING["rollouts"])
-        lines.append(json.dumps({**row, "trace": steps.get((row["task_id"], row["rollout"]), [])}, sort_keys=True))
-    return gzip.compress("".join(line + "\n" for line in lines).encode(), compresslevel=3, mtime=0)  # 0.07 s, 1.3 MB
+    for r in rollouts:
+        row = r.model_dump(exclude={"trace", "world_id", TIMING["rollouts"]})
+        row["trace"] = [_step_row(s) for s in r.trace]
+        lines.append(dumps_sorted(row))
+    return gzip.compress("".join(line + "\n" for line in lines).encode(), compresslevel=3, mtime=0)
+
+
+def traces_file_lines(data: bytes) -> list[dict[str, Any]]:
+    """The rollouts of a traces file, one dict per rollout with its `trace` of steps."""
+    return [orjson.loads(line) for line in gzip.decompress(data).splitlines() if line]
 
 
 def read_traces_file(data: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rollouts and traces catalog rows of a traces file (wall-clock columns empty)."""
     rollouts, traces = [], []
-    for line in gzip.decompress(data).decode().splitlines():
-        row = json.loads(line)
-        for step in row.pop("trace"):
-            traces.append({"task_id": row["task_id"], "policy": row["policy"], "rollout": row["rollout"], **step,
-                           TIMING["traces"]: None})
-        rollouts.append({**row, TIMING["rollouts"]: None})
+    for row in traces_file_lines(data):
+        key = {"task_id": row["task_id"], "policy": row["policy"], "rollout": row["rollout"]}
+        traces.extend({**key, **step, TIMING["traces"]: None} for step in row.pop("trace"))
+        row[TIMING["rollouts"]] = None
+        rollouts.append(row)
     return rollouts, traces
 
 

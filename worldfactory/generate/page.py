@@ -9,7 +9,6 @@ files give the same bytes (no timestamps, no wall-clock numbers; seconds stay in
 
 from __future__ import annotations
 
-import gzip
 import html
 import json
 import re
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from worldfactory.generate.tools import ToolSpec, tool_specs
+from worldfactory.rollouts import traces_file_lines
 from worldfactory.spec import Task, WorldSpec
 
 PAGE = "index.html"
@@ -157,7 +157,7 @@ def _sample_rows(con: sqlite3.Connection, table: str, n: int = SAMPLE_ROWS) -> t
 
 def _sample_trace(traces_gz: bytes, curated: set[str]) -> dict[str, Any] | None:
     """The first passing rollout of a curated task with a short trace (or the first rollout at all)."""
-    rows = [json.loads(line) for line in gzip.decompress(traces_gz).decode().splitlines() if line]
+    rows = traces_file_lines(traces_gz)
     rows.sort(key=lambda r: (r["task_id"], r["policy"], r["rollout"]))
     for want in (lambda r: r["task_id"] in curated and r["reward"] >= 1 and 3 <= len(r["trace"]) <= 12,
                  lambda r: r["reward"] >= 1, lambda r: True):
@@ -281,7 +281,7 @@ def world_page(folder: Path, manifest: dict[str, Any]) -> str:
         out.append(f"<p>Task <code>{esc(trace['task_id'])}</code>, policy {esc(trace['policy'])}, rollout "
                    f"{esc(trace['rollout'])}, reward {esc(trace['reward'])}: <em>{esc(instruction)}</em></p>")
         out.append(_table(["step", "tool", "arguments", "result"],
-                          [[s["step"], s["tool"], _short(s["args_json"], 160),
+                          [[s["step"], s["tool"], _short(json.dumps(json.loads(s["args_json"]), sort_keys=True), 160),
                             ("error: " + _short(s.get("error_text") or "", 160)) if s.get("error")
                             else _short(s["result_json"], 160)] for s in trace["trace"]], "trace"))
     validity = manifest.get("verifier_validity", {})

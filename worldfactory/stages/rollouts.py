@@ -33,17 +33,17 @@ def make_rollouts(ctx: BuildContext) -> dict[str, int]:
 
 def prove_rollouts(ctx: BuildContext) -> dict[str, int | float | str]:
     """Every task has k rollouts, and recorded traces replay identically step by step on fresh state."""
-    from worldfactory.rollouts import read_traces_file, replay_rows
+    from worldfactory.rollouts import replay_rows, traces_file_lines
 
     world = ctx.world(STAGE)
     summary = json.loads(ctx.work.read("rollouts.json", STAGE.name))
     missing = [t for t in world.tasks if t not in summary["pass_rates"]]
     if missing:
         raise StageError(f"{len(missing)} tasks have no rollouts, e.g. {missing[0]}")
-    _, rows = read_traces_file(ctx.work.read("traces.jsonl.gz", STAGE.name))
     episodes: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in rows:
-        episodes.setdefault((row["task_id"], row["rollout"]), []).append(row)
+    for row in traces_file_lines(ctx.work.read("traces.jsonl.gz", STAGE.name)):
+        key = (row["task_id"], row["rollout"])
+        episodes.setdefault(key, []).extend({"task_id": key[0], "rollout": key[1], **s} for s in row["trace"])
     sample = sorted(episodes)[:: max(1, len(episodes) // REPLAY_SAMPLE)][:REPLAY_SAMPLE]
     differ = [line for key in sample for line in replay_rows(world, episodes[key])]
     if differ:
