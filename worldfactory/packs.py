@@ -427,6 +427,26 @@ def check_set(root: Path, domains: dict[str, DomainPack], modules: dict[str, Mod
         lines += check_domain(root / "domains" / f"{name}.yaml", d, modules)
     for name, ct in company_types.items():
         lines += check_company_type(root / "company_types" / f"{name}.yaml", ct, modules, domains)
+    return lines + check_names(root, domains, company_types)
+
+
+def check_names(root: Path, domains: dict[str, DomainPack], company_types: dict[str, CompanyType]) -> list[str]:
+    """Company names stay unique across the catalog: one trade word per pack, one set of suffixes per type."""
+    lines: list[str] = []
+    words: dict[str, str] = {}
+    for name in sorted(domains):
+        word = domains[name].trade_word.lower()
+        if word in words:
+            lines.append(f"{root / 'domains' / f'{name}.yaml'}: field 'name_word': '{domains[name].trade_word}' is "
+                         f"also the trade word of {words[word]}; give each pack its own")
+        words.setdefault(word, name)
+    suffixes: dict[str, str] = {}
+    for name in sorted(company_types):
+        for i, suffix in enumerate(company_types[name].name_suffixes):
+            if suffix.lower() in suffixes and suffixes[suffix.lower()] != name:
+                lines.append(f"{root / 'company_types' / f'{name}.yaml'}: field 'name_suffixes[{i}]': '{suffix}' is "
+                             f"also a suffix of company type {suffixes[suffix.lower()]}; company types need their own")
+            suffixes.setdefault(suffix.lower(), name)
     return lines
 
 

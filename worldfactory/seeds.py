@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.spec import Brief, DomainPack
+from worldfactory.spec import Brief, CompanyType, DomainPack
 from worldfactory.templates import TemplateSet
 
 WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})$")
@@ -129,6 +129,20 @@ def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None 
     return expand_seed(world_id, templates)
 
 
+def company_name_for(world_id: str, domain: DomainPack, ctype: CompanyType, words: list[str], variant: int) -> str:
+    """A name no other world of the catalog has: "<word> <pack's trade word> <company type's suffix>".
+
+    The variants of one seed type take the (word, suffix) pairs of one shuffle in turn, so they
+    never share a name while there are pairs left (46 words x 3 suffixes); the pack's trade word
+    keeps domains apart and the suffix keeps company types apart (both checked unique when the
+    templates load).
+    """
+    pairs = [(w, s) for w in words for s in ctype.name_suffixes]
+    random.Random(f"{world_id.split('--')[0]}:company-names").shuffle(pairs)
+    word, suffix = pairs[(variant - 1) % len(pairs)]
+    return f"{word} {domain.trade_word} {suffix}"
+
+
 def _expand(world_id: str, domain_name: str, company_type: str, variant: int, templates: TemplateSet,
             company_name: str | None = None, rule_overrides: dict[str, float] | None = None) -> Brief:
     seed = generation_seed(world_id)
@@ -137,7 +151,9 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
     ctype = templates.company_types[company_type]
     vocab = templates.vocabulary
 
-    drawn_name = f"{rng.choice(vocab.company_words)} {rng.choice(ctype.name_suffixes)}"
+    rng.choice(vocab.company_words)  # the old name draws stay, so the clock, scale and rules after them do too
+    rng.choice(ctype.name_suffixes)
+    drawn_name = company_name_for(world_id, domain, ctype, vocab.company_words, variant)
     clock = EPOCH + timedelta(days=rng.randint(0, 300))
     modules = list(domain.modules) + [m for m in domain.optional_modules if m in ctype.extra_modules]
     from worldfactory.variants import variation  # variants draw from this module's seeds

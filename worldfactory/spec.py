@@ -450,6 +450,9 @@ class DomainPack(Strict):
     name: str  # slug, e.g. insurance-claims
     title: str
     company_noun: str
+    # The trade word in its companies' names ("Birch Hospitality Mutual"); one per pack, so no two seed
+    # types draw the same name. Empty: the title's first word.
+    name_word: str = Field(default="", max_length=30, pattern=r"^[A-Za-z][A-Za-z&' -]*$|^$")
     anchor: str  # the core record shared modules attach to (notes, documents)
     modules: list[str]
     optional_modules: list[str] = Field(default_factory=list)
@@ -458,6 +461,10 @@ class DomainPack(Strict):
     rules: list[Rule] = Field(default_factory=list)
     invariants: list[Invariant] = Field(default_factory=list)
     derive: list[str] = Field(default_factory=list)  # SQL run after seeding, e.g. order totals
+
+    @property
+    def trade_word(self) -> str:
+        return self.name_word or self.title.split()[0].capitalize()
 
 
 class CompanyType(Strict):
