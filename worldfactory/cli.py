@@ -112,9 +112,19 @@ def cmd_build(args: argparse.Namespace) -> int:
     _model_settings(args)
     ts = load_templates(templates_root())
     root = _root(args)
-    ids = list(dict.fromkeys(list(args.world_ids) + (ts.catalog.examples if args.examples else [])))
+    wanted: list[str] = []
+    if args.all:  # what the Dagster sensor registers: a backfill of the whole registry from the command line
+        from worldfactory.registry import wanted_worlds
+
+        wanted, errors = wanted_worlds(ts, root)
+        for line in errors:
+            ERR.print(f"error: {line}", markup=False, highlight=False, soft_wrap=True)
+        if errors:
+            return 2
+    ids = list(dict.fromkeys(list(args.world_ids) + (ts.catalog.examples if args.examples else []) + wanted))
     if not ids:
-        ERR.print("error: name at least one world ID, or pass --examples (see `worldfactory seeds`)")
+        ERR.print("error: name at least one world ID, or pass --examples or --all (see `worldfactory seeds`; "
+                  "--all builds what world_templates/registry.yaml and data/briefs/ ask for)")
         return 2
     for wid in ids:
         check_world_id(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
@@ -656,6 +666,8 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="build and verify worlds")
     b.add_argument("world_ids", nargs="*", metavar="WORLD_ID")
     b.add_argument("--examples", action="store_true", help="also build the catalog's example worlds")
+    b.add_argument("--all", action="store_true",
+                   help="also build every world the registry wants (world_templates/registry.yaml, brief files)")
     b.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/): bundles go to DATA/worlds")
     b.add_argument("--force", action="store_true", help="rebuild even when up to date")
     b.add_argument("--batch", type=int, default=1, metavar="N",
