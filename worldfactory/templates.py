@@ -47,9 +47,14 @@ class TemplateSet:
     fingerprint: str  # sha256 over every template file, for "is this world up to date?"
 
 
+# libyaml's safe loader when PyYAML has it: the same documents, a sixth of the time (45 template files:
+# 2.4 s in pure Python, 0.4 s), paid by every process that loads the templates.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
     except FileNotFoundError as exc:
         raise TemplateError(f"{path}: file not found") from exc
     except UnicodeDecodeError as exc:
