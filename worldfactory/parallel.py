@@ -10,14 +10,18 @@ progress bar can be driven from there.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import queue
+import signal
+import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 _EVENTS: Any = None  # the worker's end of the event queue (set by the pool initializer)
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 def default_jobs() -> int:
@@ -31,8 +35,23 @@ def emit(*event: Any) -> None:
         _EVENTS.put(event)
 
 
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the process that started it dies (killed, crashed).
+
+    Without it a killed `worldfactory build` leaves its workers building on, unseen. Their
+    unfinished worlds are never published (a bundle appears only by its final rename), and the
+    next build marks their Dagster runs failed (pipelines.runner.fail_dead_runs).
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() == 1:  # the parent died before the call: nobody is left to report to
+            os._exit(1)
+
+
 def _init(events: Any, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     global _EVENTS
+    _die_with_parent()
     _EVENTS = events
     if initializer is not None:
         initializer(*initargs)
