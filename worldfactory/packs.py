@@ -4,9 +4,9 @@ The pydantic models (worldfactory/spec.py) check each file's shape; this module 
 of a pack says about another: a transition's statuses are in its workflow column's enum, an
 `otherwise` names a transition of the same workflow, a guard's rule is declared, `$param` and
 `row.<column>` references resolve, effects create rows in tables that exist with every required
-column, `per_parent` links and `ref`s point at real tables. Every problem is one line
-`<file>: field '<path>': <what is wrong>`, the path written as unknown keys are
-(tables[2:claims].workflow.transitions[3:approve_claim].otherwise).
+column, `per_parent` links and `ref`s (of columns and of transition parameters) point at real
+tables. Every problem is one line `<file>: field '<path>': <what is wrong>`, the path written as
+unknown keys are (tables[2:claims].workflow.transitions[3:approve_claim].otherwise).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Annotated, Any
 from pydantic import Tag, TypeAdapter
 
 from worldfactory.expressions import is_expression, references
-from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, TableDef, Transition
+from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, Param, TableDef, Transition
 
 ANCHOR = "$anchor"
 NAME_RE = re.compile(NAME_PATTERN)
@@ -250,7 +250,9 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
                 rep.add(f"{ploc}.task_value", f"'{p.task_value}' must be 'choice' or 'row.<column>'")
             elif p.task_value[4:] not in cols:
                 rep.add(f"{ploc}.task_value", f"'{p.task_value}': table '{t.name}' has no column '{p.task_value[4:]}'")
-        if (p.task_value or "choice") == "choice" and not p.enum and not p.free_text and p.type != "text":
+        if p.ref is not None:
+            _check_ref_param(rep, ploc, p, scope)
+        elif (p.task_value or "choice") == "choice" and not p.enum and not p.free_text and p.type != "text":
             rep.add(f"{ploc}.task_value", "a non-text parameter without an enum needs task_value 'row.<column>'")
     for n, g in enumerate(tr.guards):
         gloc = f"{loc}.guards[{n}]"
@@ -283,6 +285,22 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
             missing = [c.name for c in target.columns if not c.nullable and c.name not in e.values]
             if missing:
                 rep.add(f"{eloc}.values", f"missing required column(s) of '{target.name}': {', '.join(missing)}")
+
+
+def _check_ref_param(rep: Report, loc: str, p: Param, scope: Scope) -> None:
+    """A parameter that is the id of a row of another table: an integer, into a table the pack reaches whose
+    records a person can name (tasks say the record by its label and search for its id)."""
+    from worldfactory.generate.tasks.words import has_name
+
+    target = _table_ref(rep, f"{loc}.ref", p.ref or "", scope, "ref")
+    if p.type != "integer":
+        rep.add(f"{loc}.type", f"a ref parameter holds the id of a row of '{p.ref}', so its type must be "
+                f"'integer', got '{p.type}'")
+    if p.enum is not None:
+        rep.add(f"{loc}.enum", "a ref parameter takes the id of a row; it cannot have an enum")
+    if target is not None and not has_name(target):
+        rep.add(f"{loc}.ref", f"tasks name the record by its label, so table '{target.name}' needs a unique "
+                "`label` that its `search` includes")
 
 
 def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:

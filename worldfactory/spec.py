@@ -16,9 +16,11 @@ from pydantic import (
     Discriminator,
     Field,
     PlainSerializer,
+    SerializerFunctionWrapHandler,
     Tag,
     ValidatorFunctionWrapHandler,
     WrapValidator,
+    model_serializer,
     model_validator,
 )
 
@@ -309,6 +311,17 @@ class Param(Strict):
     description: str = ""
     task_value: str | None = None  # "row.<col>" or "choice": how tasks pick a value
     say: str | None = None  # how an instruction states the value, e.g. "for {value}"
+    # A table name (or "$anchor"): the value is the id of one of its rows, which the tool reads first
+    # (an unknown id is refused) and instructions name by the row's label.
+    ref: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_ref(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `ref` out while it is None, so the spec.json of a world without ref parameters keeps its bytes."""
+        data = handler(self)
+        if self.ref is None and isinstance(data, dict):
+            data.pop("ref", None)
+        return data
 
 
 class Guard(Strict):
