@@ -2,11 +2,13 @@
 
 The tools stage runs them in the sandbox before it accepts tools.py; the test suite runs them
 again over MCP. Invalid probes cover unknown and missing arguments, wrong types, records that do
-not exist, wrong workflow states, broken business rules and duplicate unique values.
+not exist (the record acted on, and the one a ref parameter names), wrong workflow states, broken
+business rules and duplicate unique values.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from worldfactory.generate.data import fetch_dicts as _rows
@@ -14,7 +16,7 @@ from worldfactory.generate.data import open_image
 from worldfactory.generate.tools import ParamSpec, ToolSpec
 from worldfactory.generate.workflow import guard_holds, guards_hold, id_param, task_value
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import WorldSpec
+from worldfactory.spec import Transition, WorldSpec
 
 MISSING_ID = 999999
 
@@ -42,6 +44,13 @@ def _valid_value(p: ParamSpec, table: str, conn: Any, clock: str) -> Any:
     if p.type in ("money", "number"):
         return _clamp(12.5, p)
     return f"Probe {table} {p.name}"
+
+
+def _transition_args(tr: Transition, row: dict[str, Any], rng: random.Random, conn: Any) -> dict[str, Any]:
+    """The arguments a probe passes: the task's values, and for a parameter that refers to another table
+    the first id of a row that exists in the seed."""
+    return {p.name: conn.execute(f"SELECT min(id) FROM {p.ref}").fetchone()[0]
+            if p.ref and (p.task_value or "choice") == "choice" else task_value(p, row, rng) for p in tr.params}
 
 
 def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dict[str, dict[str, Any]]:
@@ -85,17 +94,20 @@ def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dic
                 tr = next(x for x in table.workflow.transitions if x.name == tool.transition)
                 wf = table.workflow.column
                 for row in rows:
-                    args = {p.name: task_value(p, row, rng) for p in tr.params}
+                    args = _transition_args(tr, row, rng, conn)
                     if row[wf] in tr.from_ and guards_hold(tr, row, args, rules):
                         valid = {id_param(table): row["id"], **args}
                         break
                 wrong = next((r for r in rows if r[wf] not in tr.from_), None)
                 if wrong is not None:
-                    args = {p.name: task_value(p, wrong, rng) for p in tr.params}
+                    args = _transition_args(tr, wrong, rng, conn)
                     invalid.append({"args": {id_param(table): wrong["id"], **args}, "expect": "this action needs"})
+                for p in [p for p in tr.params if p.ref][:1] if valid else []:  # a record that does not exist
+                    noun = spec.table(p.ref or "").singular
+                    invalid.append({"args": {**valid, p.name: MISSING_ID}, "expect": f"no {noun} with id {MISSING_ID}"})
                 for g in [g for g in tr.guards if g.rule]:
                     for row in rows:
-                        args = {p.name: task_value(p, row, rng) for p in tr.params}
+                        args = _transition_args(tr, row, rng, conn)
                         if row[wf] in tr.from_ and not guard_holds(g, row, args, rules):
                             invalid.append({"args": {id_param(table): row["id"], **args},
                                             "expect": g.message.split(";")[0]})

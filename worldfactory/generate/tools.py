@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from worldfactory import GENERATOR_VERSION
 from worldfactory.expressions import is_expression, references
+from worldfactory.generate.tasks.words import a_or_an
 from worldfactory.generate.workflow import id_param, slug
 from worldfactory.spec import ColumnDef, ColumnType, Param, TableDef, Transition, WorldSpec
 from worldfactory.templates import TemplateError
@@ -73,7 +74,12 @@ def _param_from_column(col: ColumnDef, *, required: bool, name: str | None = Non
     )
 
 
-def _param_from_transition(p: Param) -> ParamSpec:
+def _param_from_transition(spec: WorldSpec, p: Param) -> ParamSpec:
+    if p.ref:  # the id of a row of another table: the tool reads that row first
+        noun = _noun(spec, p.ref)
+        said = f"id of {a_or_an(noun)} {noun}"
+        return ParamSpec(name=p.name, type="integer", minimum=1, ref=p.ref,
+                         description=f"{p.description} ({said})" if p.description else said)
     return ParamSpec(name=p.name, type=p.type, enum=p.enum, minimum=p.minimum, maximum=p.maximum,
                      description=p.description, free_text=p.free_text)
 
@@ -93,7 +99,7 @@ def tool_specs(spec: WorldSpec) -> list[ToolSpec]:
         if t.update:
             tools.append(_update_tool(t))
         for tr in t.workflow.transitions if t.workflow else []:
-            tools.append(_transition_tool(t, tr))
+            tools.append(_transition_tool(spec, t, tr))
     tools = [x for x in tools if x.name not in spec.brief.omitted_tools]  # this variant's structure
     names = [x.name for x in tools]
     dupes = sorted({n for n in names if names.count(n) > 1})
@@ -166,11 +172,11 @@ def _update_tool(t: TableDef) -> ToolSpec:
     )
 
 
-def _transition_tool(t: TableDef, tr: Transition) -> ToolSpec:
+def _transition_tool(spec: WorldSpec, t: TableDef, tr: Transition) -> ToolSpec:
     assert t.workflow is not None
     column = t.workflow.column
     params = [ParamSpec(name=id_param(t), type="integer", minimum=1, description=f"id of the {t.singular}")]
-    params += [_param_from_transition(p) for p in tr.params]
+    params += [_param_from_transition(spec, p) for p in tr.params]
     allowed = " or ".join(tr.from_)
     text = f"{tr.description} Allowed when the {t.singular}'s {column} is {allowed}; sets it to {tr.to}."
     for g in tr.guards:
@@ -397,6 +403,8 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
     label = f"row[{t.label!r}]" if t.label else f"{idp}"
     body = [f"    row = db.get({t.name!r}, {idp}, {t.singular!r})"]
     for p in tr.params:
+        if p.ref:  # an unknown id is refused before anything is written
+            body.append(f"    db.get({p.ref!r}, {_ident(p.name, 'parameter')}, {_noun(spec, p.ref)!r})")
         if p.type == "money":
             body.append(f"    {p.name} = round({p.name}, 2)")
     body.append(f"    db.require_state(row, {t.workflow.column!r}, {tr.from_!r}, {t.singular + ' '!r} + str({label}))")
