@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from typing import Any, NamedTuple
 
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
+from worldfactory.spec import ColumnDef, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
 
 from ..data import draw_value, fetch_dicts, open_image
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
@@ -57,6 +57,11 @@ class TaskBuilder:
         self.rules = spec.brief.rules
         self.tasks: list[Task] = []
         self.instructions: set[str] = set()
+        self.named_ids: dict[str, list[int]] = {}  # per table: the ids of rows a person can name, by id
+        # Searches that find a record a parameter names (not the task's own record), by identity; kept alive
+        # so that their ids stay theirs.
+        self.ref_lookups: list[ToolCall] = []
+        self.ref_lookup_ids: set[int] = set()
 
     def close(self) -> None:
         self.conn.close()
@@ -305,7 +310,8 @@ class TaskBuilder:
         table = next((t for t in self.spec.tables if t.name == target), None)
         if table is None:
             return False
-        searches = [c for c in oracle if c.tool == f"search_{table.name}"]
+        searches = [c for c in oracle if c.tool == f"search_{table.name}"
+                    and id(c) not in self.ref_lookup_ids]  # a record a parameter names is not the task's own
         return bool(searches) and not any(table.label and table.label in c.args for c in searches)
 
     # -- rows ------------------------------------------------------------------------------
@@ -349,7 +355,39 @@ class TaskBuilder:
 
     def task_args(self, tr: Transition, row: dict[str, Any]) -> dict[str, Any]:
         """The arguments a task passes to the transition for the row (choices drawn from the stream)."""
-        return {p.name: task_value(p, row, self.rng) for p in tr.params}
+        return {p.name: self._ref_choice(tr, p, row) if p.ref and (p.task_value or "choice") == "choice"
+                else task_value(p, row, self.rng) for p in tr.params}
+
+    def _ref_choice(self, tr: Transition, p: Param, row: dict[str, Any]) -> int | None:
+        """A record of the parameter's table that a person can name, drawn from the stream; never the one the
+        row already holds in the column the transition writes the parameter to ("reassign to someone else")."""
+        table = self.spec.table(p.ref or "")
+        if table.name not in self.named_ids:
+            label = table.label if has_name(table) else None
+            self.named_ids[table.name] = [r["id"] for r in self.rows(table) if label and r[label] is not None]
+        held = [row.get(col) for col, value in tr.set.items() if value == f"${p.name}"]
+        ids = [i for i in self.named_ids[table.name] if i not in held]
+        return self.rng.choice(ids) if ids else None
+
+    def said_args(self, tr: Transition, args: dict[str, Any]) -> tuple[dict[str, Any], list[ToolCall]] | None:
+        """The arguments as an instruction says them, for render_verb: a record a parameter refers to by its
+        label ("Kai Petrov", "CRW-07"; the verb says what it is), with the searches that find its id, which the
+        plan makes before the call. None when such a record cannot be named."""
+        said = dict(args)
+        lookups: list[ToolCall] = []
+        for p in tr.params:
+            if not p.ref or p.name not in args:
+                continue
+            table = self.spec.table(p.ref)
+            label = table.label if has_name(table) else None
+            target = self.row(table, args[p.name]) if label and args[p.name] is not None else None
+            if target is None or label is None or target[label] is None:
+                return None
+            said[p.name] = target[label]
+            lookups.append(ToolCall(tool=f"search_{table.name}", args={label: target[label]}))
+        self.ref_lookups += lookups
+        self.ref_lookup_ids |= {id(c) for c in lookups}
+        return said, lookups
 
     def transition_rows(self, table: TableDef, tr: Transition, states: list[str]
                         ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -384,9 +422,12 @@ class TaskBuilder:
 
     def sweeps(self) -> list[Sweep]:
         """Every (table, transition, state) whose rows (1 to SEARCH_MAX) can all take the transition with
-        one set of arguments, drawn from the first row."""
+        one set of arguments, drawn from the first row. Not a transition that names another record (a crew,
+        an approver): nobody hands every record of a status to one person; bulk tasks do it per parent."""
         out = []
         for table, tr in self.uniform_transitions():
+            if any(p.ref for p in tr.params):
+                continue
             for state in tr.from_:
                 rows = self.rows_in(table, [state])
                 if not rows or len(rows) > SEARCH_MAX:

@@ -50,9 +50,13 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     if paddr is None:
         return None
     assert table.workflow is not None
+    said = b.said_args(tr, args)
+    if said is None:
+        return None
     obj = f"every {in_state(table.singular, state)} {of_parent(col, parent_table, paddr.text)}"
-    verb = render_verb(tr, obj, args)
+    verb = render_verb(tr, obj, said[0])
     search = ToolCall(tool=f"search_{table.name}",
                       args={col.name: pid, table.workflow.column: state, "limit": SEARCH_MAX})
-    oracle = paddr.lookup + [search] + [ToolCall(tool=tr.name, args={id_param(table): r["id"], **args}) for r in rows]
+    oracle = paddr.lookup + [search] + said[1] + [
+        ToolCall(tool=tr.name, args={id_param(table): r["id"], **args}) for r in rows]
     return Plan(b.rng.choice(PHRASES).format(Verb=cap(verb), verb=verb), oracle, table.name)

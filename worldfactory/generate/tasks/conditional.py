@@ -51,11 +51,16 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     alt_args = b.task_args(alt, row)
     guard = next(g for g in tr.guards if g.rule)
     says = guard.says or "the rule allows it"
-    chosen, chosen_args = (tr, args) if guards_hold(tr, row, args, b.rules) else (alt, alt_args)
+    said, alt_said = b.said_args(tr, args), b.said_args(alt, alt_args)
+    if said is None or alt_said is None:
+        return None
+    taken = guards_hold(tr, row, args, b.rules)
+    chosen, chosen_args, lookups = (tr, args, said[1]) if taken else (alt, alt_args, alt_said[1])
     text = b.rng.choice(PHRASES).format(
-        obj=addr.text, says=says, a=render_verb(tr, "it", args), b=render_verb(alt, "it", alt_args))
+        obj=addr.text, says=says, a=render_verb(tr, "it", said[0]), b=render_verb(alt, "it", alt_said[0]))
     oracle = addr.lookup + b.getter(table, row) + [
         ToolCall(tool="search_business_rules", args={"name": guard.rule}),
+        *lookups,
         ToolCall(tool=chosen.name, args={id_param(table): row["id"], **chosen_args}),
     ]
     told = b.notify(table, row, "decision made", addr.text)

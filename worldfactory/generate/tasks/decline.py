@@ -46,7 +46,10 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     if addr is None:
         return None
     rule = next(r for r in b.spec.rules if r.name == guard.rule)
-    verb = render_verb(tr, addr.text, args)
+    said = b.said_args(tr, args)  # the refused step is not taken: the record it names need not be looked up
+    if said is None:
+        return None
+    verb = render_verb(tr, addr.text, said[0])
     oracle = [*addr.lookup, *b.getter(table, row), ToolCall(tool="search_business_rules", args={"name": rule.name})]
     text = b.rng.choice(PHRASES).format(Verb=cap(verb), verb=verb)
     return Plan(text, oracle, table.name, answer=rule.label, answer_type="reason")

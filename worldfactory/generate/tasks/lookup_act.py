@@ -37,9 +37,12 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     if addr is None:
         return None
     if kind == "transition":
-        verb = render_verb(tr, addr.text, args)
+        said = b.said_args(tr, args)
+        if said is None:
+            return None
+        verb = render_verb(tr, addr.text, said[0])
         call = ToolCall(tool=tr.name, args={id_param(table): row["id"], **args})
-        oracle = addr.lookup + b.getter(table, row) + [call]
+        oracle = addr.lookup + b.getter(table, row) + said[1] + [call]
     else:
         change = _update_change(b, table, row)
         if change is None:
