@@ -1,10 +1,14 @@
-"""Shared fixtures: the three example worlds, built once per test session into a temp folder, and a
-small template set for tests of the pipeline's mechanics."""
+"""Shared fixtures: the three example worlds, built once per test run into a temp folder that every
+xdist worker reads, and a small template set for tests of the pipeline's mechanics."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,12 +22,48 @@ EXAMPLES = load_templates().catalog.examples
 PYTHON = sys.executable
 
 
+def _digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def shared_build(tmp_path_factory: pytest.TempPathFactory, name: str, world_ids: list[str],
+                 templates: Path | None = None) -> Iterator[Path]:
+    """Worlds built once per test run, into a data folder every xdist worker reads; yields that folder.
+
+    Under xdist the folder sits beside the workers' own temp folders, and each world is built by
+    whichever worker takes its lock first, the workers starting at different worlds so that builds run
+    side by side. Tests only read it: a test that changes a world works on its own copy. When a
+    worker's session ends it checks that every file is as it was when the worlds were built, so a
+    test that writes into the shared folder fails."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        root = tmp_path_factory.mktemp(name)
+        order = list(world_ids)
+    else:
+        root = tmp_path_factory.getbasetemp().parent / f"shared-{name}"
+        turn = int(worker.removeprefix("gw")) % len(world_ids)
+        order = [*world_ids[turn:], *world_ids[:turn]]
+    root.mkdir(parents=True, exist_ok=True)
+    ts = load_templates(templates) if templates is not None else None
+    for wid in order:
+        with (root.parent / f"{root.name}-{wid}.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the worker dies
+            done = root / f".built-{wid}"
+            if not done.exists():
+                build_world(wid, root, templates=ts)
+                done.touch()
+    before = _digests(root)
+    yield root
+    changed = sorted({name for name, _ in set(before.items()) ^ set(_digests(root).items())})
+    assert not changed, f"a test wrote into the shared data folder {root}: {changed}"
+
+
 @pytest.fixture(scope="session")
-def worlds_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("data")
-    for wid in EXAMPLES:
-        build_world(wid, root)
-    return root / "worlds"
+def worlds_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The example worlds, built once per run (see shared_build): <data>/worlds."""
+    for root in shared_build(tmp_path_factory, "data", EXAMPLES):
+        yield root / "worlds"
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +87,12 @@ def small_templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 SMALL = ["help-desk.small--v001", "field-service.small--v001"]
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory: pytest.TempPathFactory, small_templates: Path) -> Iterator[Path]:
+    """The two small worlds, built once per run (see shared_build): a data folder, worlds/ and catalog/."""
+    yield from shared_build(tmp_path_factory, "small-data", SMALL, small_templates)
 
 
 @pytest.fixture(params=EXAMPLES)

@@ -18,15 +18,11 @@ from tests.conftest import PYTHON, ROOT, SMALL
 from worldfactory.images import EngineError, ImageError, connect
 from worldfactory.images.context import context_tar
 from worldfactory.images.world import LABEL, bundle_labels, image_name, read_published, world_context
-from worldfactory.stages.pipeline import build_world
-from worldfactory.templates import load_templates
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory, small_templates: Path) -> Path:
-    root = tmp_path_factory.mktemp("data")
-    build_world(SMALL[0], root, templates=load_templates(str(small_templates)))
-    return root / "worlds" / SMALL[0]
+def bundle(small_data: Path) -> Path:
+    return small_data / "worlds" / SMALL[0]
 
 
 def test_no_engine_says_how_to_get_one(tmp_path: Path, bundle: Path, monkeypatch: pytest.MonkeyPatch) -> None:

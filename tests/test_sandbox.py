@@ -374,17 +374,29 @@ def test_worker_boundary() -> None:
     assert confine.worker().alive()
 
 
-def test_catalog_rows_come_back_and_staging_is_cleaned(worlds_dir: Path) -> None:
-    """A kill right after publishing lost the catalog rows: the next (cached) build writes them again."""
-    root = worlds_dir.parent
+def test_catalog_rows_come_back_and_staging_is_cleaned(worlds_dir: Path, tmp_path: Path) -> None:
+    """A kill right after publishing lost the catalog rows: the next (cached) build writes them again.
+    On a copy (the example worlds are shared by the whole run): the rows written again name the copy's
+    path and are otherwise the rows the build wrote."""
+    import pyarrow.parquet as pq
+
+    def rows(folder: Path) -> list[dict]:
+        return [row for p in sorted(folder.glob("*.parquet")) for row in pq.read_table(p).to_pylist()]
+
+    shared = worlds_dir.parent / "catalog"
+    root = tmp_path / "data"
+    shutil.copytree(worlds_dir / WID, root / "worlds" / WID)
+    shutil.copytree(shared, root / "catalog")
     part = root / "catalog" / "worlds" / f"world_id={WID}"
     tasks = root / "catalog" / "tasks" / f"world_id={WID}"
-    before = sorted(p.read_bytes() for p in part.glob("*.parquet"))
     shutil.rmtree(part)
     shutil.rmtree(tasks)
-    leftover = worlds_dir / f".staging-{WID}-999999999"
+    leftover = root / "worlds" / f".staging-{WID}-999999999"
     leftover.mkdir()
     result = build_world(WID, root)
     assert result.skipped
     assert part.is_dir() and tasks.is_dir() and not leftover.exists()
-    assert sorted(p.read_bytes() for p in part.glob("*.parquet")) == before
+    [built] = rows(shared / "worlds" / f"world_id={WID}")
+    assert built["path"] == str(worlds_dir / WID)
+    assert rows(part) == [{**built, "path": str(root / "worlds" / WID)}]
+    assert rows(tasks) == rows(shared / "tasks" / f"world_id={WID}")

@@ -32,12 +32,8 @@ EXTERNAL = re.compile(r"""(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//|url\(
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory, small_templates: Path) -> Path:
-    root = tmp_path_factory.mktemp("pages") / "data"
-    ts = load_templates(small_templates)
-    for wid in SMALL:
-        build_world(wid, root, templates=ts)
-    return root
+def built(small_data: Path) -> Path:
+    return small_data
 
 
 def chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
