@@ -4,7 +4,8 @@ stages (brief, schema, seed data with its invariants) of v001 of every seed type
 
 Each full build must reach the floors a world is for: 20 tables, 2,000 rows, 37 tools, 100 tasks in
 six families, a task of 1,000 calls or more, every task's oracle passing and doing nothing failing,
-every mutant caught, and at least 95% of the write tools used by some task."""
+every mutant caught, at least 95% of the write tools used by some task, and at least 30% of the tasks
+naming their main record by what a person knows of it (the agent must search)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ def test_one_world_of_every_pack_builds_to_the_floors(tmp_path: Path, domain: st
     assert v["oracle_pass"] == v["tasks"] == c["tasks"] and v["null_pass"] == 0, v
     assert validity["caught_rate"] == 1.0 and validity["missed"] == 0, validity
     assert m["coverage"] >= 0.95, m["coverage_unused"]
+    assert sum(t.needs_search for t in world.tasks.values()) >= 0.30 * len(world.tasks)
 
 
 @pytest.mark.parametrize("seed_type", seed_types(TEMPLATES))

@@ -25,6 +25,8 @@ from .words import cap, has_name, human, in_state, of_parent, tool_name, when
 
 SEARCH_MAX = 500  # the largest page a plan asks a search tool for
 ATTRIBUTE_SHARE = 0.45  # of main records named by what a person knows of them, where that names one record
+SEARCH_FLOOR = 0.34  # below this share of tasks that need a search, attributes name every record they can
+SEARCH_CHECK_AFTER = 20  # tasks made before the share is watched
 
 
 @dataclass
@@ -72,7 +74,8 @@ class TaskBuilder:
         """How a person names the record: its label ("claim CLM-000204"), or (for a share of main records,
         never for ``plain`` ones such as a parent inside another address) what a person knows of it, so
         the agent has to search ("the claim on policy POL-000123 filed on 2026-03-02")."""
-        if not plain and self.rng.random() < ATTRIBUTE_SHARE:
+        drawn = self.rng.random() < ATTRIBUTE_SHARE  # drawn every time: the stream stays as it was
+        if not plain and (drawn or self.searches_short()):
             found = self._address_by_attributes(table, row)
             if found is not None:
                 return found
@@ -303,6 +306,12 @@ class TaskBuilder:
             if not taken:
                 return value
         return None
+
+    def searches_short(self) -> bool:
+        """Whether the world has fallen under its share of tasks that need a search (past its first tasks):
+        then every main record that attributes can name is named that way until it is back."""
+        made = len(self.tasks)
+        return made >= SEARCH_CHECK_AFTER and sum(t.needs_search for t in self.tasks) < SEARCH_FLOOR * made
 
     def needs_search(self, target: str, oracle: list[ToolCall]) -> bool:
         """Whether the agent must search for the task's records by what it knows of them (a parent and a
