@@ -8,7 +8,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import datasets
 import pytest
 
 from tests.conftest import EXAMPLES, PYTHON
@@ -32,6 +31,8 @@ def export(*args: str, data: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_export_loads_back_and_matches_the_catalog(worlds_dir: Path, tmp_path: Path) -> None:
+    import datasets  # here, not at the top: the other tests (and xdist's collection) do not need it
+
     root = worlds_dir.parent
     r = export("--out", str(tmp_path / "ds"), data=root)
     assert r.returncode == 0, r.stderr

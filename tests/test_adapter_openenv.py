@@ -12,21 +12,22 @@ import threading
 import time
 from collections.abc import Iterator
 
-import httpx2
 import pytest
-import uvicorn
-from openenv.core.env_server.mcp_types import CallToolAction
-from openenv.core.generic_client import GenericEnvClient
-from openenv.core.mcp_client import MCPToolClient
 
-from worldfactory.adapters.openenv_server import SUBMIT, WorldEnvClient, create_openenv_app
 from worldfactory.runtime.world import World
 
+# OpenEnv (and the web stack it brings) is imported by these tests only, not when every xdist worker
+# collects the suite: one group, on one worker.
+pytestmark = pytest.mark.xdist_group("openenv")
 WORLD = "insurance-claims.regional--v001"
 
 
 @pytest.fixture(scope="module")
 def server(worlds: dict[str, World]) -> Iterator[str]:
+    import uvicorn
+
+    from worldfactory.adapters.openenv_server import create_openenv_app
+
     app = create_openenv_app(worlds[WORLD])
     sock = socket.create_server(("127.0.0.1", 0))
     srv = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, ws="websockets"))
@@ -53,6 +54,11 @@ def write_task(world: World) -> str:
 
 
 def test_openenv_client_runs_an_episode(server: str, worlds: dict[str, World]) -> None:
+    from openenv.core.env_server.mcp_types import CallToolAction
+    from openenv.core.mcp_client import MCPToolClient
+
+    from worldfactory.adapters.openenv_server import SUBMIT, WorldEnvClient
+
     world = worlds[WORLD]
     task_id = write_task(world)
     oracle = world.task(task_id).oracle
@@ -88,6 +94,10 @@ def test_openenv_client_runs_an_episode(server: str, worlds: dict[str, World]) -
 
 
 def test_openenv_errors_and_http_routes(server: str, worlds: dict[str, World]) -> None:
+    import httpx2
+    from openenv.core.generic_client import GenericEnvClient
+    from openenv.core.mcp_client import MCPToolClient
+
     world = worlds[WORLD]
 
     async def play() -> None:
