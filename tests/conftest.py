@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +101,106 @@ def small_data(tmp_path_factory: pytest.TempPathFactory, small_templates: Path) 
 @pytest.fixture(params=EXAMPLES)
 def world(request: pytest.FixtureRequest, worlds: dict[str, World]) -> World:
     return worlds[request.param]
+
+
+# Scheduling under xdist (`--dist loadgroup --no-loadscope-reorder`, pyproject.toml). A worker takes a
+# unit of work (a test, or a group of tests) when it runs short, in collection order, which the list
+# below sets: the longest units first, so that no worker is left running a long test after the other
+# has finished. Node ID prefixes, by `--durations` on 2 cores; the rest follow in collection order.
+# test_dagster_ui mostly waits on the Dagster daemon's 30-second ticks: the other worker uses the core.
+LONGEST_FIRST = (
+    "tests/test_dagster_ui.py",
+    "tests/test_dagster.py::test_cli_build_registers_and_delete_removes",
+    "tests/test_dagster.py",  # the tests on the `built` fixture: two example worlds through Dagster
+    "tests/test_dagster_recovery.py",
+    "tests/test_cli.py::test_build_show_run",
+    "tests/test_stages.py::test_no_engine_module_loads_dagster",
+    "tests/test_drafting.py",
+    "tests/test_serving.py",
+    "tests/test_rollouts.py::test_openai_loop",
+    "tests/test_build_all.py",
+    "tests/test_fuzz_tools.py",
+    "tests/test_cli.py",
+    "tests/test_parallel.py",
+    "tests/test_tools.py::test_invalid_calls_over_mcp",
+    "tests/test_adapter_export.py",
+    "tests/test_coverage.py",
+    "tests/test_packs.py::test_pack_schema",
+    "tests/test_validity.py::test_replay",
+    "tests/test_variants.py",
+    "tests/test_adapter_grpo.py",
+    "tests/test_world_page.py",
+    "tests/test_build_engine.py",
+    "tests/test_ref_params.py",
+    "tests/test_adapter_verifiers.py",
+)
+GROUPS_FILE = "worldfactory_groups_file"  # a worker's input: where it writes each test's group
+_GROUPS_DIR = pytest.StashKey[Path]()  # on the controller: the folder of those files
+
+
+def _group(item: pytest.Item) -> str | None:
+    """An xdist_group mark's name, or the module's when the test uses a module-scoped fixture (a
+    Dagster build, a server, a GRPO run): tests that share one run on one worker, so that the fixture
+    is set up once, not once per worker."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+    defs = getattr(item, "_fixtureinfo", None)
+    for name in item.fixturenames:
+        found = defs.name2fixturedefs.get(name) if defs is not None else None
+        if found and found[-1].scope == "module":
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)),
+                    len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: collection order within a rank
+    target = getattr(config, "workerinput", {}).get(GROUPS_FILE)
+    if target is not None:
+        groups = {item.nodeid: group for item in items if (group := _group(item)) is not None}
+        Path(target).write_text(json.dumps(groups))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """On the xdist controller: each worker writes its test groups to a file GroupScheduling reads."""
+    if _GROUPS_DIR not in node.config.stash:
+        node.config.stash[_GROUPS_DIR] = Path(tempfile.mkdtemp(prefix="wf-test-groups-"))
+    folder = node.config.stash[_GROUPS_DIR]
+    node.workerinput[GROUPS_FILE] = str(folder / f"{node.gateway.id}.json")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` as xdist documents it, plus the module-fixture groups above. xdist 3.8's own
+    loadgroup stopped grouping under pytest 9.2 (it renames node IDs, which pytest 9.2 no longer
+    allows: pytest-xdist issue 1386); this one takes the groups from the workers' files instead."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] = {}
+
+        def schedule(self) -> None:
+            folder = config.stash.get(_GROUPS_DIR, None)
+            if self.collection is None and folder is not None:
+                for path in sorted(folder.glob("*.json")):
+                    self.groups = {**self.groups, **json.loads(path.read_text())}
+            super().schedule()
+
+        def _split_scope(self, nodeid: str) -> str:
+            return self.groups.get(nodeid, nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_GROUPS_DIR, None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+
