@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, PYTHON, ROOT
+from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL
 from worldfactory.stages.pipeline import StageFailed, build_world
 from worldfactory.templates import TemplateError, load_templates
 
@@ -32,10 +32,11 @@ def test_same_world_in_another_process_is_byte_identical(tmp_path: Path, worlds_
     assert {"seed.db", "tools.py", "tools.json", "tasks.jsonl", "verifiers.json", "world.json"} <= set(here)
 
 
-def test_variants_differ(tmp_path: Path, worlds_dir: Path) -> None:
-    other = EXAMPLES[0].replace("--v001", "--v002")
-    b = build_world(other, tmp_path, load_templates())
-    ha, hb = _hashes(worlds_dir / EXAMPLES[0]), _hashes(Path(b.path))
+def test_variants_differ(tmp_path: Path, small_templates: Path, small_data: Path) -> None:
+    """Two variants of one seed type (of the small template set: the variant mechanics, not the size)."""
+    other = SMALL[0].replace("--v001", "--v002")
+    b = build_world(other, tmp_path, load_templates(small_templates))
+    ha, hb = _hashes(small_data / "worlds" / SMALL[0]), _hashes(Path(b.path))
     assert ha["seed.db"] != hb["seed.db"] and ha["tasks.jsonl"] != hb["tasks.jsonl"]
 
 

@@ -68,23 +68,22 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     assert not (tmp_path / "worlds").exists() or not any((tmp_path / "worlds").iterdir())
 
 
-def test_brief_file_builds_its_own_world(tmp_path: Path) -> None:
+def test_brief_file_builds_its_own_world(tmp_path: Path, small_templates: Path) -> None:
+    """On the small template set: the brief file's mechanics, not the world's size."""
+    run = functools.partial(wf, data=tmp_path, templates=small_templates)
     briefs = tmp_path / "briefs"
     briefs.mkdir(parents=True)
-    (briefs / "harbor-mutual.yaml").write_text(
-        "domain: insurance-claims\ncompany_type: regional\ncompany_name: Harbor Mutual\n"
-        "rules: {adjuster_approval_limit: 1234}\n")
-    r = wf("build", "brief.harbor-mutual--v001", "--no-dagster", "--json", data=tmp_path)
+    (briefs / "acme-desk.yaml").write_text(
+        "domain: help-desk\ncompany_type: small\ncompany_name: Acme Desk\nrules: {credit_limit: 1234}\n")
+    r = run("build", "brief.acme-desk--v001", "--no-dagster", "--json")
     assert r.returncode == 0, r.stderr
-    brief = json.loads((tmp_path / "worlds" / "brief.harbor-mutual--v001" / "brief.json").read_text())
-    assert brief["company_name"] == "Harbor Mutual" and brief["rules"]["adjuster_approval_limit"] == 1234
-    assert brief["seed_type"] == "insurance-claims.regional"
-    (briefs / "harbor-mutual.yaml").write_text("domain: insurance-claims\ncompany_type: regional\n"
-                                               "rules: {free_lunch: 1}\n")
-    bad = wf("build", "brief.harbor-mutual--v002", "--no-dagster", data=tmp_path)
+    brief = json.loads((tmp_path / "worlds" / "brief.acme-desk--v001" / "brief.json").read_text())
+    assert brief["company_name"] == "Acme Desk" and brief["rules"]["credit_limit"] == 1234
+    assert brief["seed_type"] == "help-desk.small"
+    (briefs / "acme-desk.yaml").write_text("domain: help-desk\ncompany_type: small\nrules: {free_lunch: 1}\n")
+    bad = run("build", "brief.acme-desk--v002", "--no-dagster")
     assert bad.returncode == 2
-    assert "harbor-mutual.yaml: field 'rules.free_lunch'" in bad.stderr
-    missing = wf("build", "brief.nowhere--v001", "--no-dagster", data=tmp_path)
+    assert "acme-desk.yaml: field 'rules.free_lunch'" in bad.stderr
+    missing = run("build", "brief.nowhere--v001", "--no-dagster")
     assert missing.returncode == 2 and "nowhere.yaml: no such brief file" in missing.stderr
-    assert sorted(p.name for p in (tmp_path / "worlds").iterdir()) == ["brief.harbor-mutual--v001"]
-
+    assert sorted(p.name for p in (tmp_path / "worlds").iterdir()) == ["brief.acme-desk--v001"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, SMALL
 from worldfactory import confine
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.tools import tool_specs, tools_source
@@ -297,17 +297,18 @@ def _only_tools(source: str, count: int) -> None:
     assert not any(isinstance(n, ast.Attribute) and n.attr == "system" for n in ast.walk(tree))
 
 
-def test_string_injection_through_a_brief(tmp_path: Path) -> None:
+def test_string_injection_through_a_brief(tmp_path: Path, small_templates: Path) -> None:
     source, count = _source_for(brief_company=INJECTION)
     _only_tools(source, count)
     assert INJECTION in ast.get_docstring(ast.parse(source))
-    # a whole build of a brief world with that company name succeeds, and nothing ran
+    # a whole build of a brief world with that company name succeeds, and nothing ran (a brief of the
+    # small template set: every stage runs, on a world a third of the size)
     briefs = tmp_path / "briefs"
     briefs.mkdir()
-    domain, company_type = WID.split("--")[0].split(".")
+    domain, company_type = SMALL[0].split("--")[0].split(".")
     (briefs / "evil.yaml").write_text(json.dumps({"domain": domain, "company_type": company_type,
                                                   "company_name": INJECTION}))
-    result = build_world("brief.evil--v001", tmp_path)
+    result = build_world("brief.evil--v001", tmp_path, load_templates(small_templates))
     assert not Path("/tmp/wf-injected").exists()
     world = World.open(Path(result.path))
     assert world.brief.company_name == INJECTION
