@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -23,6 +24,16 @@ from worldfactory.templates import load_templates
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = load_templates().catalog.examples
 PYTHON = sys.executable
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A background job of a non-interactive shell (`make test &` in a script) starts with SIGINT ignored,
+    and every process a test starts inherits that. Dagster maps SIGTERM to SIGINT's disposition
+    (dagster._utils.interrupts), so `dagster dev`, and the CLI after a build through Dagster, would then
+    ignore the SIGTERM the tests stop them with: a 90-second wait in the Dagster UI test, and servers
+    that do not stop. The default handler, as in an interactive shell."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _digests(root: Path) -> dict[str, str]:
