@@ -8,8 +8,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import subprocess
 import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 from tests.conftest import PYTHON, ROOT, SMALL
 from worldfactory.images import EngineError, ImageError, connect
 from worldfactory.images.context import context_tar
+from worldfactory.images.runtime import runtime_context, runtime_tag
+from worldfactory.images.wheels import lock_key, wheelhouse
 from worldfactory.images.world import LABEL, bundle_labels, image_name, read_published, world_context
 
 
@@ -70,3 +74,48 @@ def test_image_names_follow_the_reference_grammar() -> None:
     assert image_name("Brief.My Shop--v002") == "localhost/worldfactory/brief.my-shop--v002"
     with pytest.raises(ImageError):
         image_name("...")
+
+
+def _wheel(folder: Path, name: str, version: str) -> None:
+    """A minimal pure-Python wheel of one module, written by hand (pip accepts it from --find-links)."""
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": b"X = 1\n",
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{dist}/WHEEL": b"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{k},,\n" for k in files) + f"{dist}/RECORD,,\n"
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as z:
+        for k, v in {**files, f"{dist}/RECORD": record.encode()}.items():
+            z.writestr(k, v)
+
+
+def test_the_runtime_wheelhouse_is_fetched_once_per_set_of_pins(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "wfdemo", "1.0")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: the host's pip sees only the folder below
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    cache = tmp_path / "cache"
+    folder = wheelhouse(["wfdemo"], ["wfdemo==1.0"], cache)
+    assert [p.name for p in folder.iterdir()] == ["wfdemo-1.0-py3-none-any.whl"]
+    assert folder.name == lock_key(["wfdemo"], ["wfdemo==1.0"])
+    shutil.rmtree(links)  # the same pins again: the wheelhouse is reused, pip is not asked
+    assert wheelhouse(["wfdemo"], ["wfdemo==1.0"], cache) == folder
+    with pytest.raises(ImageError, match="wfdemo"):  # pins pip cannot satisfy: refused, nothing half-made left
+        wheelhouse(["wfdemo"], ["wfdemo==2.0"], cache)
+    assert sorted(p.name for p in cache.iterdir()) == [folder.name]
+
+
+def test_the_runtime_tag_follows_sources_and_pins_not_wheel_bytes() -> None:
+    files = runtime_context()
+    tag = runtime_tag(files)
+    assert tag.startswith("localhost/worldfactory-runtime:")
+    assert runtime_tag({**files, "build/wheels/x-1-py3-none-any.whl": b"any"}) == tag
+    assert runtime_tag({**files, "src/worldfactory/__init__.py": files["src/worldfactory/__init__.py"] + b"\n"}) != tag
+    pins = files["build/constraints.txt"].decode().splitlines()
+    assert any(p.startswith("dagster==") for p in pins) and any(p.startswith("setuptools==") for p in pins)
+    assert runtime_tag({**files, "build/constraints.txt": "\n".join(pins[1:]).encode()}) != tag
+    dockerfile = files["Dockerfile"].decode()
+    assert "--no-index --find-links /tmp/wf/wheels" in dockerfile and "host-ca" not in dockerfile
+    reqs = files["build/requirements.txt"].decode().splitlines()
+    assert f"WHEELS={lock_key(reqs, pins)} " in dockerfile  # the install step's text changes with the pins

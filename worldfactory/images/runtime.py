@@ -2,14 +2,16 @@
 
 Layers, from the bottom: the base image (`make images` makes it with debootstrap: no registry is
 needed), Python, Graphviz (the bundle stage draws the world page's ER diagram) and a non-root user
-`world` (apt), a virtual environment with the project's
-dependencies at exactly the versions of the building host's environment (pip; the host's CA bundle
-is used in a builder stage only, so it never reaches the image), then the project's source.
+`world` (apt), a virtual environment with the project's dependencies at exactly the versions of the
+building host's environment, installed offline from wheels the host's pip fetched
+(worldfactory.images.wheels; they are bind-mounted into that one step and reach no layer), then the
+project's source.
 
 The project sits at the path it has on the building host (`PROJECT_ROOT`, with its `.venv`), so
 this image is also the Dagster code image: a run launched in a container finds the code where the
-host's code location said it was. The tag is the sha256 of the build context, so an unchanged
-project reuses the image, and a changed one rebuilds only the layers above the change.
+host's code location said it was. The tag is the sha256 of the build context, the wheels standing in
+it for the pins that name them, so an unchanged project reuses the image without fetching anything,
+and a changed one rebuilds only the layers above the change (a source change: the last layer).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import docker
 from worldfactory.images.build import Log, build_image, find_image
 from worldfactory.images.context import digest
 from worldfactory.images.engine import PROJECT_ROOT
+from worldfactory.images.wheels import lock_key, wheel_files, wheelhouse
 
 BASE_IMAGE = os.environ.get("WORLDFACTORY_BASE_IMAGE", "localhost/worldfactory-base:bookworm")
 RUNTIME_REPO = "localhost/worldfactory-runtime"
@@ -31,24 +34,18 @@ USER_ID = 10001
 SOURCES = ("pyproject.toml", "README.md", "workspace.yaml", "worldfactory", "pipelines", "assets", "resources",
            "world_templates")
 SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
-NOT_PINNED = {"pip", "setuptools", "wheel", "worldfactory"}  # the build tools are chosen below, not by the host
-CA_CANDIDATES = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+NOT_PINNED = {"pip", "worldfactory"}  # the image's venv keeps its own pip; the project is installed from src/
+WHEELS = "build/wheels/"
 
 DOCKERFILE = """\
-FROM {base} AS system
+FROM {base}
 RUN apt-get update -qq \\
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv graphviz >/dev/null \\
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \\
  && useradd --uid {uid} --user-group --create-home --shell /usr/sbin/nologin world
-
-FROM system AS deps
-COPY build/ /tmp/wf/
-RUN python3 -m venv {root}/.venv \\
- && PIP_CERT=/tmp/wf/host-ca.crt {root}/.venv/bin/pip install -q --no-cache-dir --disable-pip-version-check \\
-      -r /tmp/wf/requirements.txt -c /tmp/wf/constraints.txt "setuptools>=69"
-
-FROM system
-COPY --from=deps {root}/.venv {root}/.venv
+RUN --mount=type=bind,source=build,target=/tmp/wf WHEELS={lock} python3 -m venv {root}/.venv \\
+ && {root}/.venv/bin/pip install -q --no-cache-dir --disable-pip-version-check --no-index --find-links /tmp/wf/wheels \\
+      -r /tmp/wf/requirements.txt -c /tmp/wf/constraints.txt
 COPY src/ {root}/
 RUN {root}/.venv/bin/pip install -q --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation \\
       -e {root}
@@ -56,6 +53,9 @@ ENV PATH={root}/.venv/bin:/usr/sbin:/usr/bin:/sbin:/bin PYTHONDONTWRITEBYTECODE=
 WORKDIR {root}
 LABEL org.worldfactory.role=runtime
 """  # noqa: E501 (the apt line: a Dockerfile, not Python)
+# The wheels are bind-mounted into the one step that installs them, so they reach no layer and no copy of
+# the environment is made between stages; WHEELS=<lock key> puts the pins into the step's text, so an engine
+# whose layer cache looks only at a step's text still reinstalls when the pins change.
 
 
 def _sources(root: Path) -> dict[str, bytes]:
@@ -74,9 +74,11 @@ def _sources(root: Path) -> dict[str, bytes]:
 
 
 def requirements(root: Path) -> list[str]:
-    """The project's own dependency list, from pyproject.toml."""
+    """What the image's venv holds: the project's dependencies and its build backend (pyproject.toml), the
+    latter because the project is installed (editable, offline) in the image's last layer."""
     with (root / "pyproject.toml").open("rb") as f:
-        return list(tomllib.load(f)["project"]["dependencies"])
+        project = tomllib.load(f)
+    return [*project["project"]["dependencies"], *project["build-system"]["requires"]]
 
 
 def constraints(root: Path = PROJECT_ROOT) -> list[str]:
@@ -107,28 +109,28 @@ def constraints(root: Path = PROJECT_ROOT) -> list[str]:
     return [pins[k] for k in sorted(pins)]
 
 
-def host_ca() -> bytes:
-    """The CA bundle pip trusts on this host (package registries may sit behind an inspecting proxy)."""
-    for var in CA_CANDIDATES:
-        path = os.environ.get(var, "")
-        if path and Path(path).is_file():
-            return Path(path).read_bytes()
-    default = Path("/etc/ssl/certs/ca-certificates.crt")
-    return default.read_bytes() if default.is_file() else b""
-
-
 def runtime_context(root: Path = PROJECT_ROOT, base: str = BASE_IMAGE) -> dict[str, bytes]:
+    """The build context without its wheels (see `with_wheels`): sources, Dockerfile, requirements and pins."""
     files = _sources(root)
-    files["Dockerfile"] = DOCKERFILE.format(base=base, root=root.as_posix(), uid=USER_ID).encode()
-    files["build/requirements.txt"] = "\n".join(requirements(root)).encode() + b"\n"
-    files["build/constraints.txt"] = "\n".join(constraints(root)).encode() + b"\n"
-    files["build/host-ca.crt"] = host_ca()
+    reqs, pins = requirements(root), constraints(root)
+    files["Dockerfile"] = DOCKERFILE.format(base=base, root=root.as_posix(), uid=USER_ID,
+                                            lock=lock_key(reqs, pins)).encode()
+    files["build/requirements.txt"] = "\n".join(reqs).encode() + b"\n"
+    files["build/constraints.txt"] = "\n".join(pins).encode() + b"\n"
     return files
 
 
+def with_wheels(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The context plus the wheelhouse its requirements and pins name (fetched by the host's pip if new)."""
+    reqs, pins = (files[f"build/{name}.txt"].decode().splitlines() for name in ("requirements", "constraints"))
+    folder = wheelhouse(reqs, pins)
+    return {**files, **{WHEELS + name: data for name, data in wheel_files(folder).items()}}
+
+
 def runtime_tag(files: dict[str, bytes]) -> str:
-    """The image reference for a runtime context: the context's sha256 (without the CA bundle)."""
-    return f"{RUNTIME_REPO}:{digest({k: v for k, v in files.items() if k != 'build/host-ca.crt'})[:16]}"
+    """The image reference for a runtime context: the sha256 of the context less its wheels, which the pins
+    in build/constraints.txt name (so an existing image is found without fetching them)."""
+    return f"{RUNTIME_REPO}:{digest({k: v for k, v in files.items() if not k.startswith(WHEELS)})[:16]}"
 
 
 def ensure_runtime(client: docker.DockerClient, root: Path = PROJECT_ROOT, base: str = BASE_IMAGE,
@@ -138,5 +140,5 @@ def ensure_runtime(client: docker.DockerClient, root: Path = PROJECT_ROOT, base:
     tag = runtime_tag(files)
     if find_image(client, tag) is not None:
         return tag, False
-    build_image(client, files, tag, what="the runtime image", log=log, missing_base=base)
+    build_image(client, with_wheels(files), tag, what="the runtime image", log=log, missing_base=base)
     return tag, True
