@@ -25,7 +25,7 @@ from assets.versions import FORCE_TAG, stale_worlds
 from pipelines.definitions import make_definitions
 from pipelines.partitions import world_partitions
 from resources.world_store import WorldStore
-from worldfactory.catalog import remove_world_rows
+from worldfactory.catalog import catalog_path, remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
 from worldfactory.stages.pipeline import ensure_catalog_rows
@@ -262,11 +262,12 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
         unmark_deleted(store.data_root, wid)  # built by name: the registry may keep it again
     stale = set(ids) if force else set(stale_worlds(instance, store, ids))
     todo = []
+    restored = False
     for wid in ids:
         if wid in stale:
             todo.append(wid)
         else:  # current: its catalog rows are written again if a kill after publishing lost them
-            ensure_catalog_rows(store.data_root, store.data_root / "worlds" / wid)
+            restored |= ensure_catalog_rows(store.data_root, store.data_root / "worlds" / wid)
             finish(WorldOutcome(world_id=wid, ok=True, skipped=True))
     order = instance.get_dynamic_partitions(world_partitions.name)
     groups = contiguous_batches(todo, order, max(1, batch))
@@ -291,7 +292,8 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
                     finish(outcome)
         finally:
             PROGRESS.reset(token)
-    defs.resolve_job_def("catalog_refresh").execute_in_process(instance=instance, run_config=QUIET)
+    if todo or restored or not catalog_path(store.data_root).is_file():  # else the catalog is as it was
+        defs.resolve_job_def("catalog_refresh").execute_in_process(instance=instance, run_config=QUIET)
     return [outcomes[w] for w in ids]
 
 

@@ -314,6 +314,11 @@ def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates:
         con.close()
     again = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home, templates=small_templates)
     assert again.returncode == 0 and [row["skipped"] for row in json.loads(again.stdout)] == [True, True]
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:  # nothing was built or restored: the catalog is as it was, and is not refreshed again
+        assert len(instance.get_runs(dg.RunsFilter(job_name="catalog_refresh"))) == 1
+    finally:
+        instance.dispose()
     gone = wf("delete", wid, data=data, home=home, templates=small_templates)
     assert gone.returncode == 0, gone.stderr
     assert f"worlds/{wid}" in gone.stdout and "Dagster partition" in gone.stdout and f"world_id={wid}" in gone.stdout

@@ -149,7 +149,7 @@ def read_world_rows(catalog_root: Path, table: str, world_id: str, policy: str |
     folder = catalog_root / table / f"world_id={world_id}"
     rows: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.parquet")):
-        rows += pq.read_table(path).to_pylist()
+        rows += pq.ParquetFile(path).read().to_pylist()  # not read_table: its dataset layer imports pandas
     return [r for r in rows if policy is None or r.get("policy") == policy]
 
 
@@ -189,11 +189,16 @@ def create_views(con: Any, catalog_root: Path) -> None:
                         f"WHERE false")
 
 
+def catalog_path(data_root: Path) -> Path:
+    """The DuckDB file of views over the Parquet catalog."""
+    return data_root / "catalog.duckdb"
+
+
 def refresh_database(data_root: Path) -> Path:
     """Rewrite data/catalog.duckdb with the views (written beside, then renamed: one writer, no torn file)."""
     import duckdb
 
-    target = data_root / "catalog.duckdb"
+    target = catalog_path(data_root)
     tmp = data_root / f".catalog.duckdb.tmp-{os.getpid()}"
     tmp.unlink(missing_ok=True)
     data_root.mkdir(parents=True, exist_ok=True)
