@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -9,13 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, PYTHON
+from tests.conftest import EXAMPLES, PYTHON, SMALL
 from tests.llm_server import LLMServer, ScriptedModel
 from worldfactory.catalog import read_world_rows
-from worldfactory.rollouts import RolloutConfig, curate, pass_rates, replay_rows, run_rollouts, trace_rows
+from worldfactory.rollouts import (
+    RolloutConfig,
+    curate,
+    pass_rates,
+    replay_rows,
+    run_rollouts,
+    trace_rows,
+    traces_file_lines,
+)
 from worldfactory.runtime.world import World
 from worldfactory.stages.core import BuildContext, StageError, WorkDir
 from worldfactory.stages.curated import prove_curated
+from worldfactory.stages.rollouts import STAGE as ROLLOUTS
+from worldfactory.stages.rollouts import prove_rollouts
 
 
 def test_noisy_pass_band_is_exactly_the_mixed_tasks(worlds: dict[str, World]) -> None:
@@ -77,6 +88,33 @@ def test_a_curated_list_that_disagrees_with_its_rollouts_fails_the_proof(world: 
         prove(kept[1:])
     with pytest.raises(StageError, match=f"curated task {kept[0]['task_id']} does not match its rollouts"):
         prove([{**kept[0], "pass_rate": 0.999}, *kept[1:]])
+
+
+def test_a_trace_that_does_not_replay_fails_the_rollouts_proof(small_data: Path, tmp_path: Path) -> None:
+    """Planted in a copy of a small world's files: one recorded result changed in the first episode the
+    proof samples, then a task's rollouts removed from the summary; the proof names each. As built, it passes."""
+    wid = SMALL[0]
+    bundle = small_data / "worlds" / wid
+    work = WorkDir(tmp_path, wid)
+    for name in (*ROLLOUTS.reads, *ROLLOUTS.writes):
+        work.write(name, (bundle / name).read_bytes())
+    ctx = BuildContext(world_id=wid, templates=None, work=work, data_root=tmp_path)  # type: ignore[arg-type]
+    assert prove_rollouts(ctx)["replayed_episodes"] > 0
+    lines = traces_file_lines((bundle / "traces.jsonl.gz").read_bytes())
+    first = min(range(len(lines)), key=lambda i: (lines[i]["task_id"], lines[i]["rollout"]))
+    step = lines[first]["trace"][0]
+    step["result_sha256"] = "0" * 64
+    work.write("traces.jsonl.gz", gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in lines)))
+    with pytest.raises(StageError, match=f"replayed steps differ.*{lines[first]['task_id']} rollout "
+                                         f"{lines[first]['rollout']} step {step['step']}"):
+        prove_rollouts(ctx)
+    work.write("traces.jsonl.gz", (bundle / "traces.jsonl.gz").read_bytes())
+    summary = json.loads((bundle / "rollouts.json").read_bytes())
+    gone = sorted(summary["pass_rates"])[0]
+    del summary["pass_rates"][gone]
+    work.write("rollouts.json", json.dumps(summary).encode())
+    with pytest.raises(StageError, match=f"1 tasks have no rollouts, e.g. {gone}"):
+        prove_rollouts(ctx)
 
 
 def plans(world: World, ids: list[str]) -> dict[str, tuple[list[dict], object]]:

@@ -40,11 +40,11 @@ def prove_rollouts(ctx: BuildContext) -> dict[str, int | float | str]:
     missing = [t for t in world.tasks if t not in summary["pass_rates"]]
     if missing:
         raise StageError(f"{len(missing)} tasks have no rollouts, e.g. {missing[0]}")
-    episodes: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    traces: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in traces_file_lines(ctx.work.read("traces.jsonl.gz", STAGE.name)):
-        key = (row["task_id"], row["rollout"])
-        episodes.setdefault(key, []).extend({"task_id": key[0], "rollout": key[1], **s} for s in row["trace"])
-    sample = sorted(episodes)[:: max(1, len(episodes) // REPLAY_SAMPLE)][:REPLAY_SAMPLE]
+        traces.setdefault((row["task_id"], row["rollout"]), []).extend(row["trace"])
+    sample = sorted(traces)[:: max(1, len(traces) // REPLAY_SAMPLE)][:REPLAY_SAMPLE]
+    episodes = {key: [{"task_id": key[0], "rollout": key[1], **s} for s in traces[key]] for key in sample}
     differ = [line for key in sample for line in replay_rows(world, episodes[key])]
     if differ:
         raise StageError(f"{len(differ)} replayed steps differ from their traces, first: {differ[0]}")
