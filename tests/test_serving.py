@@ -144,13 +144,10 @@ def test_thousand_concurrent_sessions(server: Server, world: World) -> None:
         async with httpx2.AsyncClient(base_url=server.url, limits=limits, timeout=60) as http:
             return list(await asyncio.gather(*(one(http) for _ in range(n))))
 
-    started = time.monotonic()
-    results = asyncio.run(main())
-    elapsed = time.monotonic() - started
+    results = asyncio.run(main())  # how fast: bench/serve_bench.py (tests check behaviour, not timing)
     assert len(server.store) - before == n  # held at once
     # every session's first write succeeded (no other session's write reached it), its repeat failed
     assert results == [(False, True)] * n
-    assert elapsed < 60, f"1,000 sessions took {elapsed:.1f} s"
     for key in list(server.store._items)[-n:]:
         server.store.close(key)
 
