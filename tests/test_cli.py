@@ -37,11 +37,12 @@ def test_seeds() -> None:
 
 def test_build_show_run(tmp_path: Path, small_templates: Path) -> None:
     run = functools.partial(wf, templates=small_templates)
-    r = run("build", WORLD, data=tmp_path)
+    # The engine path; the same command through Dagster (its default): test_dagster.py, test_dagster_recovery.py
+    r = run("build", WORLD, "--no-dagster", data=tmp_path)
     assert r.returncode == 0, r.stderr
     assert WORLD in r.stdout and "cached" not in r.stdout.split("oracle:")[0]
     assert (tmp_path / "worlds" / WORLD / "world.json").is_file()
-    again = run("build", WORLD, "--json", data=tmp_path)
+    again = run("build", WORLD, "--no-dagster", "--json", data=tmp_path)
     assert again.returncode == 0 and json.loads(again.stdout)[0]["skipped"] is True
 
     show = run("show", WORLD, "--json", data=tmp_path)
