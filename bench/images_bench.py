@@ -7,7 +7,9 @@ on 127.0.0.1:5432 for the deployment pass (a fresh database, dropped at the end)
    changed bundle costs), built once more unchanged (reused), and probed (start to first MCP answer).
 2. The same N catalog worlds are built by `worldfactory build --jobs J` (Dagster in process, SQLite)
    and by a backfill through deploy/ (the daemon's queue, J world builds at once, each run in its own
-   container); both into fresh data roots, and the bundles must be byte-identical.
+   container); both into fresh data roots, and the bundles must be byte-identical. Both use a copy of
+   world_templates/ without registry.yaml: the deployment's registration sensor would otherwise build
+   the registry's worlds beside the backfill, in the same queue.
 Usage: python bench/images_bench.py [N_WORLDS] [J]   (defaults: 4 worlds, 2 at once)
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,9 +104,15 @@ def main() -> None:
     examples = set(load_templates().catalog.examples)
     ids = [w for w in dict.fromkeys(every[::max(1, len(every) // n)] + every) if w not in examples][:n]
     base = Path(tempfile.mkdtemp(prefix="wf-images-bench-"))
+    templates = shutil.copytree(ROOT / "world_templates", base / "templates")
+    (templates / "registry.yaml").unlink()
+    os.environ["WORLDFACTORY_TEMPLATES"] = str(templates)  # both passes, and deploy/up.sh mounts it
     local = in_process(ids, base / "in-process", jobs)
     up, remote = deployed(ids, base / "deploy", jobs)
     for wid in ids:
+        prints = {json.loads((base / way / "worlds" / wid / "world.json").read_bytes())["inputs_fingerprint"]
+                  for way in ("in-process", "deploy")}
+        assert len(prints) == 1, f"{wid}: the engine's source or templates changed between the passes (edited?)"
         for f in sorted((base / "in-process" / "worlds" / wid).iterdir()):
             assert f.read_bytes() == (base / "deploy" / "worlds" / wid / f.name).read_bytes(), (wid, f.name)
     print(f"{n} worlds ({ids[0]} ... {ids[-1]}), {jobs} at once, {os.cpu_count()} cores; bundles identical")
