@@ -1,12 +1,17 @@
 """year_end: one close-out task of LONG_TARGET calls or more, filed as a bulk task: for every anchor
-record a review document (filed and finalized), a note, and an email of the review to one auditor
-contact; then sweeps over other tables until the plan is long enough."""
+record (or every one in a status) a review document (filed and finalized), a note, and an email of the
+review to one auditor contact; then sweeps over other tables until the plan is long enough.
+
+A large world has more anchor records than a close-out needs: it is scoped to the records in one
+status, or asks fewer actions of each record, so the plan stays near LONG_TARGET calls (the horizon
+tasks are made for) instead of growing with the world. The oracle pages through a search that
+returns more than one page, so "every" means every record."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-from worldfactory.spec import ToolCall
+from worldfactory.spec import TableDef, ToolCall
 
 from ..workflow import id_param, render_verb
 from .builder import SEARCH_MAX, TaskBuilder, sweep_calls
@@ -17,6 +22,8 @@ FAMILY = "bulk"
 QUOTA = 1
 TRIES = None
 LONG_TARGET = 1000
+CAP = 1250  # a plan whose records part is longer gets a narrower scope or fewer actions, if one reaches the target
+ACTIONS = (4, 3, 2)  # calls per record: a document filed and finalized, a note, an email (dropped last first)
 NEEDED_TOOLS = {"create_note", "create_document", "create_email"}
 
 
@@ -33,28 +40,82 @@ def candidates(b: TaskBuilder) -> Stream:
     return Stream([(anchor, anchors, docs, finalize, contacts)], shuffle=False)
 
 
+class Scope(NamedTuple):
+    """The anchor records a close-out covers: all of them (state None), or those in one status."""
+
+    state: str | None
+    rows: list[dict[str, Any]]
+
+
+def scopes(anchor: TableDef, anchors: list[dict[str, Any]]) -> list[Scope]:
+    """Every record, then the records of each status (by name) that fit one search page."""
+    out = [Scope(None, anchors)]
+    if anchor.workflow is not None:
+        column = anchor.workflow.column
+        for state in sorted({str(r[column]) for r in anchors if r[column] is not None}):
+            rows = [r for r in anchors if str(r[column]) == state]
+            if len(rows) <= SEARCH_MAX:
+                out.append(Scope(state, rows))
+    return out
+
+
+def options(anchor: TableDef, anchors: list[dict[str, Any]]) -> list[tuple[Scope, int]]:
+    """(scope, actions per record) in the order plans try them: the longest records part within CAP
+    first (every record with every action, when that fits), then the shortest beyond it."""
+    found = [(len(search_calls(anchor, scope)) + k * len(scope.rows), i, -k, scope)
+             for i, scope in enumerate(scopes(anchor, anchors)) if scope.rows for k in ACTIONS]
+    within = sorted((o for o in found if o[0] <= CAP), key=lambda o: (-o[0], *o[1:3]))
+    beyond = sorted((o for o in found if o[0] > CAP), key=lambda o: o[:3])
+    return [(scope, -negative_k) for _, _, negative_k, scope in within + beyond]
+
+
+def search_calls(anchor: TableDef, scope: Scope) -> list[ToolCall]:
+    """The searches that list the scope's records: one page, or as many as it takes."""
+    args: dict[str, Any] = {} if scope.state is None else {anchor.workflow.column: scope.state}  # type: ignore[union-attr]
+    pages = range(0, max(1, len(scope.rows)), SEARCH_MAX)
+    return [ToolCall(tool=f"search_{anchor.name}", args={**args, "limit": SEARCH_MAX, **({"offset": o} if o else {})})
+            for o in pages]
+
+
 def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     anchor, anchors, docs, finalize, contacts = candidate
     auditor, auditor_addr = b.rng.choice(contacts)
+    for scope, actions in options(anchor, anchors):
+        made = _plan(b, anchor, docs, finalize, auditor, auditor_addr, scope, actions)
+        if made is not None:
+            return made
+    return None
+
+
+def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, auditor: dict[str, Any],
+          auditor_addr: Any, scope: Scope, actions: int) -> Plan | None:
     doc_type = (docs.column("doc_type").enum or ["memo"])[0]
     next_doc = b.next_id(docs)
     label_h = anchor.column(anchor.label).human
-    calls = [*auditor_addr.lookup, ToolCall(tool=f"search_{anchor.name}", args={"limit": SEARCH_MAX})]
-    for row in anchors[:SEARCH_MAX]:
+    calls = [*(auditor_addr.lookup if actions >= 4 else []), *search_calls(anchor, scope)]  # the auditor: emails only
+    for row in scope.rows:
         title = f"Year-end review {row[anchor.label]}"
         calls += [
             ToolCall(tool="create_document", args={"title": title, "doc_type": doc_type, "subject_id": row["id"]}),
             ToolCall(tool=finalize.name, args={id_param(docs): next_doc}),
-            ToolCall(tool="create_note", args={"subject_id": row["id"], "body": "Year-end review done"}),
-            ToolCall(tool="create_email", args={"subject": title, "body": f"{title} is filed.",
-                                                "contact_id": auditor["id"]}),
         ]
+        if actions >= 3:
+            calls.append(ToolCall(tool="create_note", args={"subject_id": row["id"], "body": "Year-end review done"}))
+        if actions >= 4:
+            calls.append(ToolCall(tool="create_email", args={"subject": title, "body": f"{title} is filed.",
+                                                             "contact_id": auditor["id"]}))
         next_doc += 1
     auditor_name = auditor_addr.text.removeprefix("contact ")
     kind = human(doc_type)
-    parts = [f"for every {anchor.singular}, file {a_or_an(kind)} {kind} document titled \"Year-end review <its "
-             f"{label_h}>\" and {render_verb(finalize, 'it', {})}, leave a note on the {anchor.singular} saying "
-             f"\"Year-end review done\", and email {auditor_name} with the document's title as the subject"]
+    every = anchor.singular if scope.state is None else in_state(anchor.singular, scope.state)
+    steps = [f"file {a_or_an(kind)} {kind} document titled \"Year-end review <its {label_h}>\" and "
+             f"{render_verb(finalize, 'it', {})}"]
+    if actions >= 3:
+        steps.append(f"leave a note on the {anchor.singular} saying \"Year-end review done\"")
+    if actions >= 4:
+        steps.append(f"email {auditor_name} with the document's title as the subject")
+    said = steps[0] if len(steps) == 1 else ", ".join(steps[:-1]) + ", and " + steps[-1]
+    parts = [f"for every {every}, {said}"]
     sweeps = sorted(b.sweeps(), key=lambda s: (-len(s.rows), s.table.name, s.transition.name, s.state))
     sources: dict[str, set[str]] = {}  # per table: states swept from
     targets: dict[str, set[str]] = {}  # per table: states swept into (or that this task's new rows start in)
