@@ -130,7 +130,6 @@ LONGEST_FIRST = (
     "tests/test_dagster_recovery.py",
     "tests/test_build_all.py",
     "tests/test_rollouts.py::test_openai_loop",
-    "tests/test_stages.py::test_no_engine_module_loads_dagster",
     "tests/test_adapter_verifiers.py",
     "tests/test_world_page.py",
     "tests/test_parallel.py::test_engine_jobs",
