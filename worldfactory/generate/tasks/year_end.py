@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from worldfactory.spec import TableDef, ToolCall
 
 from ..workflow import id_param, render_verb
-from .builder import SEARCH_MAX, TaskBuilder, sweep_calls
+from .builder import SEARCH_MAX, Sweep, TaskBuilder, sweep_calls
 from .driver import Plan, Stream
 from .words import a_or_an, cap, human, in_state
 
@@ -80,15 +80,16 @@ def search_calls(anchor: TableDef, scope: Scope) -> list[ToolCall]:
 def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     anchor, anchors, docs, finalize, contacts = candidate
     auditor, auditor_addr = b.rng.choice(contacts)
+    sweeps = sorted(b.sweeps(), key=lambda s: (-len(s.rows), s.table.name, s.transition.name, s.state))  # read once
     for scope, actions in options(anchor, anchors):
-        made = _plan(b, anchor, docs, finalize, auditor, auditor_addr, scope, actions)
+        made = _plan(b, anchor, docs, finalize, auditor, auditor_addr, scope, actions, sweeps)
         if made is not None:
             return made
     return None
 
 
 def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, auditor: dict[str, Any],
-          auditor_addr: Any, scope: Scope, actions: int) -> Plan | None:
+          auditor_addr: Any, scope: Scope, actions: int, sweeps: list[Sweep]) -> Plan | None:
     doc_type = (docs.column("doc_type").enum or ["memo"])[0]
     next_doc = b.next_id(docs)
     label_h = anchor.column(anchor.label).human
@@ -116,7 +117,6 @@ def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, audit
         steps.append(f"email {auditor_name} with the document's title as the subject")
     said = steps[0] if len(steps) == 1 else ", ".join(steps[:-1]) + ", and " + steps[-1]
     parts = [f"for every {every}, {said}"]
-    sweeps = sorted(b.sweeps(), key=lambda s: (-len(s.rows), s.table.name, s.transition.name, s.state))
     sources: dict[str, set[str]] = {}  # per table: states swept from
     targets: dict[str, set[str]] = {}  # per table: states swept into (or that this task's new rows start in)
     for name in ("emails", "notes"):
