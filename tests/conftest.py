@@ -114,11 +114,18 @@ def world(request: pytest.FixtureRequest, worlds: dict[str, World]) -> World:
     return worlds[request.param]
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than the cores. Many tests spend much of their time waiting (a Dagster
+    daemon's tick, a server coming up, a subprocess's imports), and a third worker on 2 cores fills that
+    time: 6 min 52 s -> 5 min 43 s for `make test` here. More than that only adds contention."""
+    return (os.cpu_count() or 1) + 1
+
+
 # Scheduling under xdist (`--dist loadgroup --no-loadscope-reorder`, pyproject.toml). A worker takes a
 # unit of work (a test, or a group of tests) when it runs short, in collection order, which the list
-# below sets: the longest units first, so that no worker is left running a long test after the other
-# has finished. Node ID prefixes, by `--durations` on 2 cores; the rest follow in collection order.
-# test_dagster_ui mostly waits on the Dagster daemon's 30-second ticks: the other worker uses the core.
+# below sets: the longest units first, so that no worker is left running a long test after the others
+# have finished. Node ID prefixes, by `--durations` on 2 cores; the rest follow in collection order.
+# test_dagster_ui mostly waits on the Dagster daemon (a 30-second tick): the other workers use the cores.
 LONGEST_FIRST = (
     "tests/test_dagster_ui.py",
     "tests/test_dagster.py::test_every_stage",  # the `built` group: two example worlds through Dagster
@@ -144,11 +151,6 @@ LONGEST_FIRST = (
     "tests/test_cli.py",
     "tests/test_mcp_transports.py",
 )
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: one worker more than the cores. Many tests spend much of their time waiting (a Dagster
-    daemon's tick, a server coming up, a subprocess's imports), and a third worker on 2 cores fills that
-    time: 6 min 52 s -> 5 min 43 s for `make test` here. More than that only adds contention."""
-    return (os.cpu_count() or 1) + 1
 
 
 GROUPS_FILE = "worldfactory_groups_file"  # a worker's input: where it writes each test's group

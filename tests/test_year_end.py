@@ -20,7 +20,7 @@ def anchor_table(small_data: Path) -> TableDef:
 
 
 def rows(table: TableDef, counts: dict[str, int]) -> list[dict[str, Any]]:
-    """Anchor rows by id, `counts[state]` of each status, states interleaved."""
+    """Anchor rows by id, `counts[state]` of each status, ordered by status."""
     column = table.workflow.column  # type: ignore[union-attr]
     states = [s for s, n in counts.items() for _ in range(n)]
     return [{"id": i + 1, column: s, table.label: f"R-{i + 1:05d}"} for i, s in enumerate(sorted(states))]
