@@ -60,3 +60,7 @@ def test_engine_jobs_builds_side_by_side_and_names_the_failure(tmp_path: Path, s
     assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in serial.iterdir())
     for f in serial.iterdir():
         assert (ours / f.name).read_bytes() == f.read_bytes(), f.name
+    assert not (data / "worlds" / BROKEN).exists()
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert again.returncode == 1
+    assert [r["skipped"] for r in json.loads(again.stdout)] == [True]  # up to date: answered without a worker
