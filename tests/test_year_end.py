@@ -3,11 +3,14 @@ the horizon tasks are made for (year_end.CAP) instead of growing with the world.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import SMALL
-from worldfactory.generate.tasks.builder import SEARCH_MAX
+from tests.conftest import EXAMPLES, SMALL
+from worldfactory.generate.tasks import year_end
+from worldfactory.generate.tasks.builder import SEARCH_MAX, TaskBuilder
+from worldfactory.generate.tasks.driver import Plan
 from worldfactory.generate.tasks.year_end import ACTIONS, CAP, LONG_TARGET, options, scopes, search_calls
 from worldfactory.spec import TableDef, WorldSpec
 
@@ -58,3 +61,36 @@ def test_a_large_world_gets_a_plan_near_the_target_and_a_small_one_is_unchanged(
     sizes = [len(search_calls(table, s)) + k * len(s.rows) for s, k in options(table, huge)]
     assert sizes[0] == min(sizes) > CAP and first[1] == min(ACTIONS)
     assert LONG_TARGET <= CAP
+
+
+def close_out(bundle: Path, records: int, archive: bool) -> Plan | None:
+    """The close-out a world would get with only its first `records` anchor records, with or without
+    the archive transition (a fresh builder each time: the plan draws its auditor from the builder's stream)."""
+    spec = WorldSpec.model_validate_json((bundle / "spec.json").read_bytes())
+    names = {t["name"] for t in json.loads((bundle / "tools.json").read_bytes())}
+    b = TaskBuilder(spec, names, (bundle / "seed.db").read_bytes())
+    try:
+        anchor, anchors, docs, finalize, archived, contacts = year_end.candidates(b).items[0]
+        return year_end.plan(b, (anchor, anchors[:records], docs, finalize, archived if archive else None, contacts))
+    finally:
+        b.close()
+
+
+def test_a_world_short_of_the_target_archives_each_review_and_one_that_reaches_it_is_unchanged(
+        worlds_dir: Path) -> None:
+    """The fault this guards against: a world whose records and sweeps give fewer than LONG_TARGET calls
+    at four calls a record had no close-out at all (litigation-firm.startup--v002: 132 matters, 987 calls)."""
+    bundle = worlds_dir / EXAMPLES[0]
+    short = next(n for n in range(20, 400, 10) if close_out(bundle, n, archive=False) is None
+                 and close_out(bundle, n, archive=True) is not None)
+    made = close_out(bundle, short, archive=True)
+    assert made is not None and len(made.oracle) >= LONG_TARGET
+    archives = [c for c in made.oracle if c.tool.startswith("archive_") and c.tool.endswith("document")]
+    finals = [c for c in made.oracle if c.tool.startswith("finalize_")]
+    assert len(archives) == len(finals) == short  # each record's own review, the one just finalized
+    assert [c.args for c in archives] == [c.args for c in finals]
+    assert ", then archive it" in made.instruction
+    enough = close_out(bundle, 400, archive=False)  # every record: four calls each already reach the target
+    assert enough is not None and len(enough.oracle) >= LONG_TARGET and "archive it" not in enough.instruction
+    with_archive = close_out(bundle, 400, archive=True)
+    assert with_archive is not None and with_archive.oracle == enough.oracle

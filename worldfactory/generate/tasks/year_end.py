@@ -1,6 +1,7 @@
 """year_end: one close-out task of LONG_TARGET calls or more, filed as a bulk task: for every anchor
 record (or every one in a status) a review document (filed and finalized), a note, and an email of the
-review to one auditor contact; then sweeps over other tables until the plan is long enough.
+review to one auditor contact; then sweeps over other tables until the plan is long enough. A world
+whose records and sweeps fall short of it with those four calls a record also archives each review.
 
 A large world has more anchor records than a close-out needs: it is scoped to the records in one
 status, or asks fewer actions of each record, so the plan stays near LONG_TARGET calls (the horizon
@@ -24,6 +25,7 @@ TRIES = None
 LONG_TARGET = 1000
 CAP = 1250  # a plan whose records part is longer gets a narrower scope or fewer actions, if one reaches the target
 ACTIONS = (4, 3, 2)  # calls per record: a document filed and finalized, a note, an email (dropped last first)
+ARCHIVED = 5  # calls per record when no option of ACTIONS reaches the target: the review is archived too
 NEEDED_TOOLS = {"create_note", "create_document", "create_email"}
 
 
@@ -34,10 +36,13 @@ def candidates(b: TaskBuilder) -> Stream:
     docs = next((t for t in b.spec.tables if t.name == "documents"), None)
     finalize = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
                      if "draft" in tr.from_ and not tr.params and not tr.guards and tr.name in b.tools), None)
+    archive = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
+                    if finalize and finalize.to in tr.from_ and not tr.params and not tr.guards
+                    and tr.name in b.tools), None)
     contacts = b.contacts()
     if not (anchor.label and docs and finalize and contacts and NEEDED_TOOLS <= b.tools):
         return Stream([], shuffle=False)
-    return Stream([(anchor, anchors, docs, finalize, contacts)], shuffle=False)
+    return Stream([(anchor, anchors, docs, finalize, archive, contacts)], shuffle=False)
 
 
 class Scope(NamedTuple):
@@ -59,11 +64,12 @@ def scopes(anchor: TableDef, anchors: list[dict[str, Any]]) -> list[Scope]:
     return out
 
 
-def options(anchor: TableDef, anchors: list[dict[str, Any]]) -> list[tuple[Scope, int]]:
+def options(anchor: TableDef, anchors: list[dict[str, Any]], actions: tuple[int, ...] = ACTIONS
+            ) -> list[tuple[Scope, int]]:
     """(scope, actions per record) in the order plans try them: the longest records part within CAP
     first (every record with every action, when that fits), then the shortest beyond it."""
     found = [(len(search_calls(anchor, scope)) + k * len(scope.rows), i, -k, scope)
-             for i, scope in enumerate(scopes(anchor, anchors)) if scope.rows for k in ACTIONS]
+             for i, scope in enumerate(scopes(anchor, anchors)) if scope.rows for k in actions]
     within = sorted((o for o in found if o[0] <= CAP), key=lambda o: (-o[0], *o[1:3]))
     beyond = sorted((o for o in found if o[0] > CAP), key=lambda o: o[:3])
     return [(scope, -negative_k) for _, _, negative_k, scope in within + beyond]
@@ -78,17 +84,18 @@ def search_calls(anchor: TableDef, scope: Scope) -> list[ToolCall]:
 
 
 def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
-    anchor, anchors, docs, finalize, contacts = candidate
+    anchor, anchors, docs, finalize, archive, contacts = candidate
     auditor, auditor_addr = b.rng.choice(contacts)
     sweeps = sorted(b.sweeps(), key=lambda s: (-len(s.rows), s.table.name, s.transition.name, s.state))  # read once
-    for scope, actions in options(anchor, anchors):
-        made = _plan(b, anchor, docs, finalize, auditor, auditor_addr, scope, actions, sweeps)
+    tried = options(anchor, anchors) + (options(anchor, anchors, (ARCHIVED,)) if archive else [])
+    for scope, actions in tried:
+        made = _plan(b, anchor, docs, finalize, archive, auditor, auditor_addr, scope, actions, sweeps)
         if made is not None:
             return made
     return None
 
 
-def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, auditor: dict[str, Any],
+def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, archive: Any, auditor: dict[str, Any],
           auditor_addr: Any, scope: Scope, actions: int, sweeps: list[Sweep]) -> Plan | None:
     doc_type = (docs.column("doc_type").enum or ["memo"])[0]
     next_doc = b.next_id(docs)
@@ -99,6 +106,7 @@ def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, audit
         calls += [
             ToolCall(tool="create_document", args={"title": title, "doc_type": doc_type, "subject_id": row["id"]}),
             ToolCall(tool=finalize.name, args={id_param(docs): next_doc}),
+            *([ToolCall(tool=archive.name, args={id_param(docs): next_doc})] if actions >= ARCHIVED else []),
         ]
         if actions >= 3:
             calls.append(ToolCall(tool="create_note", args={"subject_id": row["id"], "body": "Year-end review done"}))
@@ -109,8 +117,10 @@ def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, audit
     auditor_name = auditor_addr.text.removeprefix("contact ")
     kind = human(doc_type)
     every = anchor.singular if scope.state is None else in_state(anchor.singular, scope.state)
-    steps = [f"file {a_or_an(kind)} {kind} document titled \"Year-end review <its {label_h}>\" and "
-             f"{render_verb(finalize, 'it', {})}"]
+    done = render_verb(finalize, "it", {})
+    if actions >= ARCHIVED:
+        done = f"{done}, then {render_verb(archive, 'it', {})}"
+    steps = [f"file {a_or_an(kind)} {kind} document titled \"Year-end review <its {label_h}>\" and {done}"]
     if actions >= 3:
         steps.append(f"leave a note on the {anchor.singular} saying \"Year-end review done\"")
     if actions >= 4:
