@@ -1,6 +1,8 @@
 """Rollout throughput: episodes and tool steps per second in process, and through the agent loop.
 
-1. In process: the noisy policy (error rate 0.1) on one world, k=8, one core.
+1. In process: the noisy policy (error rate 0.1) on one world, k=8, one core. Rollouts run each
+   distinct episode of a task once (worldfactory/rollouts.py), so this prints the steps recorded
+   and the steps run.
 2. Agent loop: the OpenAI-compatible client against the scripted loopback server from the tests
    (tests/llm_server.py), concurrency 32. The server does almost nothing, so the time per step is
    the harness's own overhead: HTTP, JSON, tool-schema checks, the episode.
@@ -34,8 +36,10 @@ def main() -> None:
     rollouts = run_rollouts(world, RolloutConfig(policy="noisy", k=8, error_rate=0.1))
     secs = time.perf_counter() - t0
     steps = sum(r.steps for r in rollouts)
-    print(f"{wid}, noisy k=8 in process: {len(rollouts)} episodes, {steps} steps in {secs:.2f} s: "
-          f"{len(rollouts) / secs:.0f} episodes/s, {steps / secs:.0f} steps/s")
+    run = {id(r.trace[0]): r.steps for r in rollouts if r.trace}  # a reused episode shares its steps
+    print(f"{wid}, noisy k=8 in process: {len(rollouts)} episodes, {steps} steps recorded, {sum(run.values())} "
+          f"run, in {secs:.2f} s: {len(rollouts) / secs:.0f} episodes/s, {steps / secs:.0f} steps/s recorded, "
+          f"{sum(run.values()) / secs:.0f} steps/s run")
 
     ids = [t.task_id for t in world.tasks.values() if len(t.oracle) <= 20]
     plans = {world.tasks[t].instruction: ([c.model_dump() for c in world.tasks[t].oracle], world.tasks[t].answer)

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import EXAMPLES, PYTHON, SMALL
 from tests.llm_server import LLMServer, ScriptedModel
 from worldfactory.catalog import read_world_rows
+from worldfactory.policies.base import run_policy
 from worldfactory.rollouts import (
     RolloutConfig,
     curate,
@@ -44,6 +45,25 @@ def test_noisy_pass_band_is_exactly_the_mixed_tasks(worlds: dict[str, World]) ->
         assert row["pass_rate"] == round(p / n, 4) and row["rollouts"] == 8
     again = pass_rates(run_rollouts(world, RolloutConfig(policy="noisy", k=8, error_rate=0.15), ids))
     assert again == rates  # seeded per (world, task, rollout): reproducible
+
+
+def test_a_noisy_episode_taken_from_an_earlier_one_is_what_running_it_gives(worlds: dict[str, World]) -> None:
+    """Rollouts run each distinct noisy episode of a task once; every rollout must still be exactly what
+    running its own seed gives (a key that left out the answer, or a slip, would hand one episode another's
+    verdict or trace). Tasks with answers are among them: there a wrong answer can be the only slip."""
+    world = worlds[EXAMPLES[0]]
+    ids = [t.task_id for t in world.tasks.values() if t.answer is None][:20]
+    ids += [t.task_id for t in world.tasks.values() if t.answer is not None][:10]
+    cfg = RolloutConfig(policy="noisy", k=8, error_rate=0.1)
+    rollouts = run_rollouts(world, cfg, ids)
+    shared = sum(1 for a, b in zip(rollouts, rollouts[1:], strict=False)
+                 if a.task_id == b.task_id and a.trace and a.trace[0] is b.trace[0])
+    assert shared > 0  # the saving is real: some rollouts took an earlier episode's steps
+    for r in rollouts:
+        fresh = run_policy(world, r.task_id, "noisy", seed=r.seed, error_rate=cfg.error_rate, explain=False)
+        assert (r.reward, r.steps) == (fresh.verdict.reward, fresh.steps), (r.task_id, r.rollout)
+        assert [(s.tool, s.args, s.result_json, s.error) for s in r.trace] == \
+            [(s.tool, s.args, s.result_json, s.error) for s in fresh.trace], (r.task_id, r.rollout)
 
 
 def test_oracle_drops_everything_and_null_too(worlds: dict[str, World]) -> None:

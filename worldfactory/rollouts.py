@@ -2,8 +2,11 @@
 
 Episodes run concurrently under asyncio, each on its own in-memory copy of the seed. Synthetic
 policies are seeded per (world, task, rollout), so their pass rates, and the curated task list
-cut from them, are reproducible. Tasks every rollout passes or every rollout fails carry no
-learning signal and are dropped.
+cut from them, are reproducible. A noisy episode's calls are drawn before it runs, and one that
+makes the same calls and answer as an earlier episode of its task (most often the oracle's own,
+no step gone wrong) takes that episode's trace and verdict instead of running again: the same
+calls on the same seed give the same results. Tasks every rollout passes or every rollout fails
+carry no learning signal and are dropped.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import random
+import time
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 from pydantic import BaseModel, Field
 
-from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
+from worldfactory.policies.base import EpisodeResult, Policy, episode_seed, run_policy
+from worldfactory.policies.synthetic import noisy_plan
 from worldfactory.runtime.episode import Step
 from worldfactory.runtime.trace import result_hash, result_hash_json
 from worldfactory.runtime.world import World
@@ -88,11 +94,16 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
 
         agent = ChatAgent(world, cfg)
 
+    ran: dict[tuple[str, str], EpisodeResult] = {}  # noisy episodes by task and (calls, answer)
+
     async def one(tid: str, i: int) -> Rollout:
         seed = episode_seed(world, tid, i)
         async with gate:
             if agent is not None:
                 result = await agent.run(tid, seed)
+            elif cfg.policy == "noisy":
+                result = _noisy_episode(world, tid, seed, cfg, ran)
+                await asyncio.sleep(0)
             else:
                 result = run_policy(world, tid, cfg.policy, seed=seed, name=cfg.label, error_rate=cfg.error_rate,
                                     explain=False)
@@ -107,6 +118,28 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
     finally:
         if agent is not None:
             await agent.close()
+
+
+def _replay(calls: list[tuple[str, dict[str, Any]]], answer: Any) -> Policy:
+    def act(task: Any, episode: Any, rng: random.Random) -> Any:
+        for tool, args in calls:
+            episode.call(tool, args)
+        return answer
+
+    return act
+
+
+def _noisy_episode(world: World, task_id: str, seed: int, cfg: RolloutConfig,
+                   ran: dict[tuple[str, str], EpisodeResult]) -> EpisodeResult:
+    """One noisy episode, run unless an earlier episode of the task made the same calls and answer."""
+    started = time.perf_counter()
+    calls, answer = noisy_plan(world.tasks[task_id], random.Random(seed), cfg.error_rate)
+    key = (task_id, dumps_sorted([calls, answer]))
+    earlier = ran.get(key)
+    if earlier is None:
+        ran[key] = run_policy(world, task_id, _replay(calls, answer), seed=seed, name=cfg.label, explain=False)
+        return ran[key]
+    return earlier.model_copy(update={"seed": seed, "seconds": round(time.perf_counter() - started, 6)})
 
 
 def run_rollouts(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,

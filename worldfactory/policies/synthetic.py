@@ -37,6 +37,23 @@ def _slip(call_args: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     return call_args
 
 
+def noisy_plan(task: Task, rng: random.Random, error_rate: float) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
+    """The calls and the answer of one noisy episode, drawn before any call runs: the policy never
+    looks at a result, so its stream alone decides them (rollouts use this to run each distinct
+    episode of a task once)."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for call in task.oracle:
+        if rng.random() < error_rate:
+            if rng.random() < 0.5:
+                continue
+            calls.append((call.tool, _slip(call.args, rng)))
+        else:
+            calls.append((call.tool, call.args))
+    if task.answer is not None and rng.random() < error_rate:
+        return calls, "I could not find it"
+    return calls, task.answer
+
+
 def noisy_policy(error_rate: float) -> Policy:
     """The oracle, except that each step goes wrong with probability `error_rate`.
 
@@ -47,16 +64,10 @@ def noisy_policy(error_rate: float) -> Policy:
         raise ValueError(f"error rate must be between 0 and 1, got {error_rate}")
 
     def act(task: Task, episode: Episode, rng: random.Random) -> Any:
-        for call in task.oracle:
-            if rng.random() < error_rate:
-                if rng.random() < 0.5:
-                    continue
-                episode.call(call.tool, _slip(call.args, rng))
-            else:
-                episode.call(call.tool, call.args)
-        if task.answer is not None and rng.random() < error_rate:
-            return "I could not find it"
-        return task.answer
+        calls, answer = noisy_plan(task, rng, error_rate)
+        for tool, args in calls:
+            episode.call(tool, args)
+        return answer
 
     act.__name__ = f"noisy({error_rate:g})"
     return act
