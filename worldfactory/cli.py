@@ -590,12 +590,13 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from pipelines.runner import delete_world, world_store
     from worldfactory.briefs import BRIEF_ID_RE
     from worldfactory.seeds import WORLD_ID_RE, SeedError
 
     if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
         raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
+    from pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
+
     root = _root(args)
     removed = delete_world(args.world_id, world_store(root, templates_root()))
     if not removed:
