@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import EXAMPLES, PYTHON, SMALL
 from tests.llm_server import LLMServer, ScriptedModel
 from worldfactory.catalog import read_world_rows
-from worldfactory.policies.base import run_policy
+from worldfactory.policies.base import episode_seed, run_policy
 from worldfactory.rollouts import (
     RolloutConfig,
     curate,
@@ -60,6 +60,7 @@ def test_a_noisy_episode_taken_from_an_earlier_one_is_what_running_it_gives(worl
                  if a.task_id == b.task_id and a.trace and a.trace[0] is b.trace[0])
     assert shared > 0  # the saving is real: some rollouts took an earlier episode's steps
     for r in rollouts:
+        assert r.seed == episode_seed(world, r.task_id, r.rollout)  # its own seed, not the earlier episode's
         fresh = run_policy(world, r.task_id, "noisy", seed=r.seed, error_rate=cfg.error_rate, explain=False)
         assert (r.reward, r.steps) == (fresh.verdict.reward, fresh.steps), (r.task_id, r.rollout)
         assert [(s.tool, s.args, s.result_json, s.error) for s in r.trace] == \

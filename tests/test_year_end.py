@@ -92,5 +92,4 @@ def test_a_world_short_of_the_target_archives_each_review_and_one_that_reaches_i
     assert ", then archive it" in made.instruction
     enough = close_out(bundle, 400, archive=False)  # every record: four calls each already reach the target
     assert enough is not None and len(enough.oracle) >= LONG_TARGET and "archive it" not in enough.instruction
-    with_archive = close_out(bundle, 400, archive=True)
-    assert with_archive is not None and with_archive.oracle == enough.oracle
+    assert close_out(bundle, 400, archive=True) == enough  # the whole plan: calls, instruction, target

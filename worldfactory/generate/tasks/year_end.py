@@ -37,8 +37,8 @@ def candidates(b: TaskBuilder) -> Stream:
     finalize = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
                      if "draft" in tr.from_ and not tr.params and not tr.guards and tr.name in b.tools), None)
     archive = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
-                    if finalize and finalize.to in tr.from_ and not tr.params and not tr.guards
-                    and tr.name in b.tools), None)
+                    if finalize and finalize.to in tr.from_ and tr.to not in finalize.from_ and not tr.destructive
+                    and not tr.params and not tr.guards and tr.name in b.tools), None)  # onward, never back to draft
     contacts = b.contacts()
     if not (anchor.label and docs and finalize and contacts and NEEDED_TOOLS <= b.tools):
         return Stream([], shuffle=False)
