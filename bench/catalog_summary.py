@@ -1,12 +1,15 @@
 """The catalog at a glance, for the notes and the README: one summary row, then one row per pack.
 
 Reads the Parquet catalogs of a data root with DuckDB (the same views as `worldfactory query`).
-Curated tasks are served tasks whose rollouts split (0 < pass rate < 1). Also prints bundle disk use.
+Curated tasks are served tasks whose rollouts split (0 < pass rate < 1). Then how many worlds meet
+each of the per-world floors the pack tests hold v001 to (the caught-mutant rate and the task
+families come from each bundle's world.json), and bundle disk use.
 Usage: python bench/catalog_summary.py [DATA_ROOT]   (default: data/)
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -39,6 +42,30 @@ GROUP BY domain ORDER BY domain
 """
 
 
+FLOORS = """
+WITH longest AS (SELECT world_id, max(oracle_steps) AS steps FROM tasks GROUP BY world_id)
+SELECT world_id, tables >= 20, rows >= 2000, tools >= 37, tasks >= 100, l.steps >= 1000, coverage >= 0.95,
+       oracle_pass = tasks AND null_pass = 0
+FROM worlds JOIN longest l USING (world_id) ORDER BY world_id
+"""
+FLOOR_NAMES = ["20 tables", "2,000 rows", "37 tools", "100 tasks", "a 1,000-call task", "coverage 0.95",
+               "oracle 1, null 0", "6 families", "caught rate 1.0"]
+
+
+def floors(root: Path) -> tuple[list[str], list[tuple]]:
+    """Per floor: how many worlds meet it, and the first few that do not."""
+    met: dict[str, list[str]] = {name: [] for name in FLOOR_NAMES}
+    missed: dict[str, list[str]] = {name: [] for name in FLOOR_NAMES}
+    for world_id, *checks in query(root, FLOORS)[1]:
+        manifest = json.loads((root / "worlds" / world_id / "world.json").read_text())
+        checks += [len(manifest["task_families"]) >= 6, manifest["verifier_validity"]["caught_rate"] >= 1.0]
+        for name, ok in zip(FLOOR_NAMES, checks, strict=True):
+            (met if ok else missed)[name].append(world_id)
+    return ["floor", "worlds meeting it", "worlds missing it"], [
+        (name, len(met[name]), ", ".join(missed[name][:3]) + (" ..." if len(missed[name]) > 3 else ""))
+        for name in FLOOR_NAMES]
+
+
 def table(columns: list[str], rows: list[tuple]) -> str:
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
@@ -50,6 +77,8 @@ def main() -> None:
     print(table(*query(root, SUMMARY)))
     print()
     print(table(*query(root, PER_PACK)))
+    print()
+    print(table(*floors(root)))
     worlds = subprocess.run(["du", "-sb", str(root / "worlds")], capture_output=True, text=True).stdout.split()[0]
     catalog = subprocess.run(["du", "-sb", str(root / "catalog")], capture_output=True, text=True).stdout.split()[0]
     n = len(list((root / "worlds").glob("*/world.json")))
