@@ -34,11 +34,11 @@ def candidates(b: TaskBuilder) -> Stream:
     contacts and the tools to create notes, documents and emails; else none."""
     anchor, anchors = b.anchor_rows()
     docs = next((t for t in b.spec.tables if t.name == "documents"), None)
-    finalize = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
-                     if "draft" in tr.from_ and not tr.params and not tr.guards and tr.name in b.tools), None)
-    archive = next((tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
-                    if finalize and finalize.to in tr.from_ and tr.to not in finalize.from_ and not tr.destructive
-                    and not tr.params and not tr.guards and tr.name in b.tools), None)  # onward, never back to draft
+    plain = [tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
+             if not tr.params and not tr.guards and tr.name in b.tools]
+    finalize = next((tr for tr in plain if "draft" in tr.from_), None)
+    archive = next((tr for tr in plain if finalize and finalize.to in tr.from_ and tr.to not in finalize.from_
+                    and not tr.destructive), None)  # onward from final, never back to draft
     contacts = b.contacts()
     if not (anchor.label and docs and finalize and contacts and NEEDED_TOOLS <= b.tools):
         return Stream([], shuffle=False)
