@@ -13,7 +13,7 @@ import sqlite3
 import pytest
 
 from worldfactory.policies.synthetic import noisy_policy
-from worldfactory.runtime.diff import canonical, state_diff
+from worldfactory.runtime.diff import canonical, same_diff, state_diff
 from worldfactory.runtime.toolkit import ToolDB, ToolError
 from worldfactory.runtime.world import World
 
@@ -72,3 +72,50 @@ def test_tools_cannot_touch_the_change_log_or_the_transaction(worlds: dict[str, 
         assert ep.verify(task.answer).passed
     with world.episode(task.task_id) as fresh:  # the pooled connection came back at the seed
         assert fresh.diff() == {}
+
+
+def test_reward_only_verify_agrees_with_the_whole_diff(world: World) -> None:
+    """verify(explain=False) stops at the first differing table; it must grade exactly as the full diff does."""
+    tasks = sorted(world.tasks.values(), key=lambda t: t.task_id)
+    outcomes = []
+    for i, task in enumerate(tasks[::2]):
+        gold = world.verifiers["tasks"][task.task_id]["diff"]
+        for rate in (0.0, 0.15, 0.4):
+            with world.episode(task.task_id) as ep:
+                noisy_policy(rate)(task, ep, random.Random(i))
+                full = same_diff(gold, ep.diff(canonical=False))
+                fast = world.differ.matches(ep.conn, gold, world.gold_bags(task.task_id))
+                assert fast == full, (task.task_id, rate)
+                if task.answer is None:
+                    assert ep.verify(None, explain=False).passed == full
+            outcomes.append(full)
+    assert outcomes.count(True) >= 10 and outcomes.count(False) >= 10
+
+
+def test_reward_only_verify_catches_one_changed_value(world: World) -> None:
+    """The oracle's end state with one more column changed on a row it wrote: same rows, same counts, fails."""
+    task = next(t for t in sorted(world.tasks.values(), key=lambda t: t.task_id)
+                if t.answer is None and "updated" in str(world.verifiers["tasks"][t.task_id]["diff"]))
+    gold = world.verifiers["tasks"][task.task_id]["diff"]
+    table, part = next((t, d) for t, d in sorted(gold.items()) if "updated" in d)
+    row_id = int(next(iter(part["updated"])))
+    with world.episode(task.task_id) as ep:
+        for c in task.oracle:
+            assert ep.call(c.tool, c.args).ok
+        assert ep.verify(None, explain=False).passed
+        planted = False
+        with ep._session.opened() as conn:  # the harness plants the fault; tools could not
+            for column in world.norm[table].columns:  # the first column the schema lets change
+                if column in world.norm[table].free_text:  # graded as present or not: appending changes nothing
+                    continue
+                try:
+                    conn.execute(f"UPDATE {table} SET {column} = CASE typeof({column}) WHEN 'text' THEN "
+                                 f"{column} || 'x' ELSE {column} + 1 END WHERE id = ?", (row_id,))
+                except sqlite3.IntegrityError:
+                    continue
+                planted = True
+                break
+        assert planted
+        assert not same_diff(gold, ep.diff(canonical=False))
+        assert not world.differ.matches(ep.conn, gold, world.gold_bags(task.task_id))
+        assert not ep.verify(None, explain=False).passed

@@ -213,11 +213,33 @@ def traces_file(rollouts: list[Rollout]) -> bytes:
     Same seed and code, same bytes (gzip without a timestamp).
     """
     lines = []
+    traces: dict[tuple[int, ...], orjson.Fragment | None] = {}  # a reused episode has its first run's Step objects
     for r in rollouts:
-        row = r.model_dump(exclude={"trace", "world_id", TIMING["rollouts"]})
-        row["trace"] = [_step_row(s) for s in r.trace]
-        lines.append(dumps_sorted(row))
+        key = tuple(map(id, r.trace))
+        if key not in traces:
+            traces[key] = _trace_fragment(r.trace)
+        lines.append(_rollout_line(r, traces[key]))
     return gzip.compress("".join(line + "\n" for line in lines).encode(), compresslevel=3, mtime=0)
+
+
+def _rollout_line(r: Rollout, trace: orjson.Fragment | None) -> str:
+    """One line of the traces file: dumps_sorted of the rollout with its steps, the steps already as JSON."""
+    row = r.model_dump(exclude={"trace", "world_id", TIMING["rollouts"]})
+    if trace is not None:
+        try:
+            return orjson.dumps({**row, "trace": trace}, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # what dumps_sorted falls back to json for
+            pass
+    row["trace"] = [_step_row(s) for s in r.trace]
+    return dumps_sorted(row)
+
+
+def _trace_fragment(trace: list[Step]) -> orjson.Fragment | None:
+    """A rollout's steps as JSON, made once for all the rollouts that share them; None if orjson refuses them."""
+    try:
+        return orjson.Fragment(orjson.dumps([_step_row(s) for s in trace], option=orjson.OPT_SORT_KEYS))
+    except TypeError:
+        return None
 
 
 def traces_file_lines(data: bytes) -> list[dict[str, Any]]:

@@ -177,6 +177,36 @@ class ChangeDiffer:
         return canonical(out) if sort_inserted else out
 
 
+    def matches(self, conn: sqlite3.Connection, gold: dict[str, Any], gold_bags: dict[str, Counter[Any]]) -> bool:
+        """same_diff(gold, self.diff(conn, False), gold_bags), stopping at the first table that differs.
+
+        A failed episode (most rollouts of a long task) usually differs in its first table; its
+        other changed rows are never normalised. A table whose count of inserted rows differs from
+        gold's is rejected before any of its rows are normalised.
+        """
+        logged: dict[str, list[int]] = {}
+        for table, key in conn.execute(f"SELECT tbl, id FROM {CHANGES_TABLE} ORDER BY tbl, id"):
+            logged.setdefault(table, []).append(key)
+        seen = 0
+        for table, ids in logged.items():
+            if table not in self.norm:
+                continue
+            now = {r[0]: r for r in conn.execute(self._select[table], (table,))}
+            seed = self.seed_rows(table)
+            g = gold.get(table)
+            if sum(1 for key in ids if key in now and key not in seed) != (len(g.get("inserted", ())) if g else 0):
+                return False
+            d = _rows_diff(self.normalizer(table), self.norm[table].columns, ids, now, seed)
+            if d is None:
+                if g is not None:
+                    return False
+                continue
+            if g is None or not _same_table(g, d, gold_bags.get(table)):
+                return False
+            seen += 1
+        return seen == len(gold)
+
+
 def _bag(rows: list[dict[str, Any]]) -> Counter[frozenset[tuple[str, Any]]]:
     return Counter(frozenset(r.items()) for r in rows)
 
@@ -185,16 +215,19 @@ def same_diff(gold: dict[str, Any], got: dict[str, Any], gold_bags: dict[str, Co
     """Whether two diffs are equal, inserted rows compared as multisets (either side may be unsorted)."""
     if gold.keys() != got.keys():
         return False
-    for table, g in gold.items():
-        a = got[table]
-        if g.keys() != a.keys() or g.get("updated") != a.get("updated") or g.get("deleted") != a.get("deleted"):
+    return all(_same_table(g, got[table], gold_bags.get(table) if gold_bags is not None else None)
+               for table, g in gold.items())
+
+
+def _same_table(g: dict[str, Any], a: dict[str, Any], bag: Counter[Any] | None) -> bool:
+    """One table's part of same_diff: `bag` is gold's inserted rows as a multiset, if already made."""
+    if g.keys() != a.keys() or g.get("updated") != a.get("updated") or g.get("deleted") != a.get("deleted"):
+        return False
+    if "inserted" in g:
+        if len(g["inserted"]) != len(a["inserted"]):
             return False
-        if "inserted" in g:
-            if len(g["inserted"]) != len(a["inserted"]):
-                return False
-            bag = gold_bags[table] if gold_bags is not None and table in gold_bags else _bag(g["inserted"])
-            if bag != _bag(a["inserted"]):
-                return False
+        if (bag if bag is not None else _bag(g["inserted"])) != _bag(a["inserted"]):
+            return False
     return True
 
 

@@ -59,10 +59,11 @@ class ToolDB:
         self.actor = actor_id
 
     def get(self, table: str, record_id: int, noun: str) -> dict[str, Any]:
-        rows = _rows(self._conn.execute(f"SELECT * FROM {table} WHERE id = ?", (record_id,)))
-        if not rows:
+        cur = self._conn.execute(f"SELECT * FROM {table} WHERE id = ?", (record_id,))
+        row = cur.fetchone()  # the hottest read of every tool: one row, no list around it
+        if row is None:
             raise ToolError(f"no {noun} with id {record_id}")
-        return rows[0]
+        return dict(zip([d[0] for d in cur.description], row, strict=True))
 
     def search(self, table: str, filters: Sequence[tuple[str, str, Any]], *, limit: int, offset: int) -> dict[str, Any]:
         """Rows matching every given filter (None means 'any'); text 'contains' is case-insensitive."""
