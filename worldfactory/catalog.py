@@ -95,24 +95,27 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
     ])
 
 
-def publish_world_rows(catalog_root: Path, bundle: Path) -> None:
+def publish_world_rows(catalog_root: Path, bundle: Path, traces: list[dict[str, Any]] | None = None) -> None:
     """Every catalog row of a published world, from its bundle alone: worlds, tasks, rollouts, traces.
 
     The bundle stage calls this once, after the rename that publishes the world; rebuild_catalog
     calls it for every bundle and gives the same rows. Costs are the exception: they record what
-    the build spent, stage by stage, failed worlds included (write_cost_rows).
+    the build spent, stage by stage, failed worlds included (write_cost_rows). `traces`: the bundle's
+    traces file, already read (traces_file_lines), by a caller that needs it too.
     """
     import json
 
-    from worldfactory.rollouts import read_traces_file
+    from worldfactory.rollouts import read_traces_file, traces_file_lines
 
     manifest = json.loads((bundle / "world.json").read_text())
     served = set(json.loads((bundle / "verifiers.json").read_text())["tasks"])
     tasks = [Task.model_validate_json(line) for line in (bundle / "tasks.jsonl").read_text().splitlines() if line]
     write_world_rows(catalog_root, manifest, [t for t in tasks if t.task_id in served], str(bundle))
-    rollouts, traces = read_traces_file((bundle / "traces.jsonl.gz").read_bytes())
+    if traces is None:
+        traces = traces_file_lines((bundle / "traces.jsonl.gz").read_bytes())
+    rollouts, steps = read_traces_file(traces)
     wid = manifest["world_id"]
-    for table, rows in (("rollouts", rollouts), ("traces", traces)):
+    for table, rows in (("rollouts", rollouts), ("traces", steps)):
         for policy in sorted({r["policy"] for r in rows}):
             write_policy_rows(catalog_root, table, wid, policy, [r for r in rows if r["policy"] == policy])
 

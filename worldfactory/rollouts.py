@@ -247,12 +247,14 @@ def traces_file_lines(data: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in gzip.decompress(data).splitlines() if line]
 
 
-def read_traces_file(data: bytes) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The rollouts and traces catalog rows of a traces file (wall-clock columns empty)."""
+def read_traces_file(data: bytes | list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rollouts and traces catalog rows of a traces file, or of its lines already read (wall-clock
+    columns empty). The lines are left as they are."""
     rollouts, traces = [], []
-    for row in traces_file_lines(data):
+    for line in traces_file_lines(data) if isinstance(data, bytes) else data:
+        row = {k: v for k, v in line.items() if k != "trace"}
         key = {"task_id": row["task_id"], "policy": row["policy"], "rollout": row["rollout"]}
-        traces.extend({**key, **step, TIMING["traces"]: None} for step in row.pop("trace"))
+        traces.extend({**key, **step, TIMING["traces"]: None} for step in line["trace"])
         row[TIMING["rollouts"]] = None
         rollouts.append(row)
     return rollouts, traces

@@ -155,10 +155,9 @@ def _sample_rows(con: sqlite3.Connection, table: str, n: int = SAMPLE_ROWS) -> t
     return [d[0] for d in cur.description], [[_short(v) for v in r] for r in cur.fetchall()]
 
 
-def _sample_trace(traces_gz: bytes, curated: set[str]) -> dict[str, Any] | None:
+def _sample_trace(lines: list[dict[str, Any]], curated: set[str]) -> dict[str, Any] | None:
     """The first passing rollout of a curated task with a short trace (or the first rollout at all)."""
-    rows = traces_file_lines(traces_gz)
-    rows.sort(key=lambda r: (r["task_id"], r["policy"], r["rollout"]))
+    rows = sorted(lines, key=lambda r: (r["task_id"], r["policy"], r["rollout"]))
     for want in (lambda r: r["task_id"] in curated and r["reward"] >= 1 and 3 <= len(r["trace"]) <= 12,
                  lambda r: r["reward"] >= 1, lambda r: True):
         for r in rows:
@@ -184,12 +183,13 @@ nav a{margin-right:12px;color:#1f3b5a}.note{color:#666;font-style:italic}
 """
 
 
-def world_page(folder: Path, manifest: dict[str, Any]) -> str:
+def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, Any]] | None = None) -> str:
     """The page of the world whose stage files are in `folder` (a work folder or a published bundle).
 
     `manifest` is world.json as the bundle stage has it before the page is added: its `files` list
     every other file but world.json itself. `worldfactory page` passes the published world.json
-    with `index.html` taken out, and gets the same bytes.
+    with `index.html` taken out, and gets the same bytes. `traces`: the folder's traces file, already
+    read (traces_file_lines), by a caller that needs it too.
     """
     spec = WorldSpec.model_validate_json((folder / "spec.json").read_text())
     b = spec.brief
@@ -272,7 +272,9 @@ def world_page(folder: Path, manifest: dict[str, Any]) -> str:
                      [(k, float(v)) for k, v in sorted(hist.items()) if k not in order]),
             hbar_svg("Pass rate per family", family_rates, vmax=1.0, fmt="{:.0%}"),
             "</div>"]
-    trace = _sample_trace((folder / "traces.jsonl.gz").read_bytes(), curated)
+    if traces is None:
+        traces = traces_file_lines((folder / "traces.jsonl.gz").read_bytes())
+    trace = _sample_trace(traces, curated)
     out.append('<h2 id="trace">A sample trace</h2>')
     if trace is None:
         out.append('<p class="note">No rollout recorded.</p>')

@@ -51,7 +51,7 @@ class WorldServer(MCPServer):
         self._world = world
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if name in self._world.validators:
+        if name in self._world.tools_by_name:
             error = self._world.argument_error(name, arguments)
             if error is not None:
                 raise ToolError(error)

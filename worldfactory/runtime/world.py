@@ -13,7 +13,7 @@ import sqlite3
 import threading
 import types
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +32,33 @@ class WorldError(ValueError):
     """A bundle is missing, incomplete or not a world."""
 
 
+LOAD_CACHE = 16  # per process: a build loads the same world's files about seven times, one stage after another
+
+
+@lru_cache(maxsize=LOAD_CACHE)
+def _compiled(source: str, filename: str) -> types.CodeType:
+    """tools.py compiled once per process: the same text gives the same code object; each load still runs it."""
+    return compile(source, filename, "exec")
+
+
 def load_tools_module(source: str, name: str) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = f"<{name}/tools.py>"
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    exec(_compiled(source, module.__file__), module.__dict__)
     return module
+
+
+@lru_cache(maxsize=LOAD_CACHE)
+def _statically_checked(source: str) -> None:
+    """The allowlist check, once per tools.py text (it raises on a refusal, and a refusal is not cached)."""
+    from worldfactory.sandbox import static_check
+
+    static_check(source)
+
+
+@lru_cache(maxsize=LOAD_CACHE)
+def _runtime_image(seed_image: bytes, tables: tuple[str, ...]) -> bytes:
+    return runtime_image(seed_image, list(tables))
 
 
 def runtime_image(seed_image: bytes, tables: list[str]) -> bytes:
@@ -131,14 +153,12 @@ class World:
         self.module: types.ModuleType | None = None
         if code:
             self._load_code(files["tools.py"], static)
-        formats = Draft202012Validator.FORMAT_CHECKER  # "format": "date" is a real date, not only a pattern
-        self.validators = {n: Draft202012Validator(t["input_schema"], format_checker=formats)
-                           for n, t in self.tools_by_name.items()}
+        self._validators: dict[str, Draft202012Validator] = {}  # made on a tool's first invalid call
         # The compiled validator answers valid-or-not in microseconds; the Python one words the errors.
         self.fast_validators = {n: jsonschema_rs.validator_for(t["input_schema"], validate_formats=True)
                                 for n, t in self.tools_by_name.items()}
         self.norm = normalization(self.spec, self.seed_image)
-        self.start_image = runtime_image(self.seed_image, [t.name for t in self.spec.tables])
+        self.start_image = _runtime_image(self.seed_image, tuple(t.name for t in self.spec.tables))
         self._seed_rows: dict[str, dict[int, tuple[Any, ...]]] = {}
         self._lock = threading.Lock()
         self.differ = ChangeDiffer(self.norm, self.seed_rows)
@@ -157,9 +177,7 @@ class World:
 
     def _load_code(self, source: bytes, static: bool) -> None:
         if static:
-            from worldfactory.sandbox import static_check
-
-            static_check(source.decode())
+            _statically_checked(source.decode())
         module_name = "wf_tools_" + hashlib.sha256(source).hexdigest()[:12]
         self.module = load_tools_module(source.decode(), module_name)
         for name in self.tools_by_name:
@@ -198,12 +216,21 @@ class World:
         from worldfactory.runtime.episode import schema_message
 
         try:
-            errors = sorted(self.validators[tool].iter_errors(args), key=lambda e: list(e.absolute_path))
+            errors = sorted(self.validator(tool).iter_errors(args), key=lambda e: list(e.absolute_path))
             if errors:
                 return schema_message(tool, errors)
         except RecursionError:  # the wording reprs the value: one nested thousands deep is refused unworded
             return f"invalid arguments for {tool}: a value is nested too deeply"
         return f"invalid arguments for {tool}: a number is out of range (not finite, or too large)"
+
+    def validator(self, tool: str) -> Draft202012Validator:
+        """The Python validator of a tool's arguments: it words what is wrong (the compiled one only says whether)."""
+        found = self._validators.get(tool)
+        if found is None:
+            formats = Draft202012Validator.FORMAT_CHECKER  # "format": "date" is a real date, not only a pattern
+            found = self._validators[tool] = Draft202012Validator(self.tools_by_name[tool]["input_schema"],
+                                                                   format_checker=formats)
+        return found
 
     def use_verifiers(self, verifiers: dict[str, Any]) -> None:
         """Grade with these verifiers (the build's verifier stage, before verifiers.json is written)."""

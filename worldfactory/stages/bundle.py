@@ -36,6 +36,7 @@ def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
 
 def make_bundle(ctx: BuildContext) -> dict[str, int]:
     from worldfactory.catalog import publish_world_rows
+    from worldfactory.rollouts import traces_file_lines
     from worldfactory.stages import BUNDLE_FILES, STAGES
 
     proofs = _require_proofs(ctx)
@@ -61,11 +62,12 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     if drafted.is_file():  # a model drafted the pack: the conversation's tokens, dollars and corrections
         add_to_manifest(DraftRecord.model_validate_json(drafted.read_bytes()), manifest)
     check_coverage(ctx.world_id, manifest)  # before anything is published
+    traces = traces_file_lines(files["traces.jsonl.gz"])  # read once: the page and the catalog rows both need it
     readme = world_readme(spec, manifest, row_counts, tools, tasks).encode()
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)
     try:
-        page = world_page(ctx.work.path, manifest).encode()  # after README.md: the page lists its hash too
+        page = world_page(ctx.work.path, manifest, traces).encode()  # after README.md: the page lists its hash
     except PageError as exc:
         raise StageError(f"{ctx.world_id}: the world page: {exc}") from None
     manifest["files"][PAGE] = sha256(page)
@@ -85,7 +87,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    publish_world_rows(ctx.data_root / "catalog", worlds / ctx.world_id)  # every row from the bundle alone
+    publish_world_rows(ctx.data_root / "catalog", worlds / ctx.world_id, traces)  # the rows from the bundle alone
     return {"files": len(BUNDLE_FILES), "bytes": sum((worlds / ctx.world_id / n).stat().st_size
                                                       for n in BUNDLE_FILES)}
 
