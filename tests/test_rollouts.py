@@ -48,8 +48,8 @@ def test_noisy_pass_band_is_exactly_the_mixed_tasks(worlds: dict[str, World]) ->
 
 
 def test_a_noisy_episode_taken_from_an_earlier_one_is_what_running_it_gives(worlds: dict[str, World]) -> None:
-    """Rollouts run each distinct noisy episode of a task once; every rollout must still be exactly what
-    running its own seed gives (a key that left out the answer, or a slip, would hand one episode another's
+    """Rollouts run each distinct noisy episode of a task once, and a prefix episodes share once; every
+    rollout must still be exactly what running its own seed gives (a key that left out the answer, or a slip, would hand one episode another's
     verdict or trace). Tasks with answers are among them: there a wrong answer can be the only slip."""
     world = worlds[EXAMPLES[0]]
     ids = [t.task_id for t in world.tasks.values() if t.answer is None][:20]
@@ -59,6 +59,9 @@ def test_a_noisy_episode_taken_from_an_earlier_one_is_what_running_it_gives(worl
     shared = sum(1 for a, b in zip(rollouts, rollouts[1:], strict=False)
                  if a.task_id == b.task_id and a.trace and a.trace[0] is b.trace[0])
     assert shared > 0  # the saving is real: some rollouts took an earlier episode's steps
+    partly = sum(1 for a in rollouts for b in rollouts if a.task_id == b.task_id and a.trace and b.trace
+                 and a.trace[0] is b.trace[0] and [id(s) for s in a.trace] != [id(s) for s in b.trace])
+    assert partly > 0  # and some ran only their own tail after a prefix another episode ran
     for r in rollouts:
         assert r.seed == episode_seed(world, r.task_id, r.rollout)  # its own seed, not the earlier episode's
         fresh = run_policy(world, r.task_id, "noisy", seed=r.seed, error_rate=cfg.error_rate, explain=False)

@@ -22,11 +22,12 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field
 
-from worldfactory.policies.base import EpisodeResult, Policy, episode_seed, run_policy
+from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
 from worldfactory.policies.synthetic import noisy_plan
 from worldfactory.runtime.episode import Step
 from worldfactory.runtime.trace import result_hash, result_hash_json
 from worldfactory.runtime.world import World
+from worldfactory.spec import Task
 
 BUCKETS = ("0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1")
 
@@ -94,7 +95,7 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
 
         agent = ChatAgent(world, cfg)
 
-    ran: dict[tuple[str, str], EpisodeResult] = {}  # noisy episodes by task and (calls, answer)
+    runs: dict[str, dict[str, EpisodeResult]] = {}  # each task's distinct noisy episodes, run on its first rollout
 
     async def one(tid: str, i: int) -> Rollout:
         seed = episode_seed(world, tid, i)
@@ -102,7 +103,7 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
             if agent is not None:
                 result = await agent.run(tid, seed)
             elif cfg.policy == "noisy":
-                result = _noisy_episode(world, tid, seed, cfg, ran)
+                result = _noisy_episode(world, tid, seed, cfg, runs)
                 await asyncio.sleep(0)
             else:
                 result = run_policy(world, tid, cfg.policy, seed=seed, name=cfg.label, error_rate=cfg.error_rate,
@@ -120,26 +121,76 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
             await agent.close()
 
 
-def _replay(calls: list[tuple[str, dict[str, Any]]], answer: Any) -> Policy:
-    def act(task: Any, episode: Any, rng: random.Random) -> Any:
-        for tool, args in calls:
-            episode.call(tool, args)
-        return answer
-
-    return act
-
-
 def _noisy_episode(world: World, task_id: str, seed: int, cfg: RolloutConfig,
-                   ran: dict[tuple[str, str], EpisodeResult]) -> EpisodeResult:
-    """One noisy episode, run unless an earlier episode of the task made the same calls and answer."""
+                   runs: dict[str, dict[str, EpisodeResult]]) -> EpisodeResult:
+    """One noisy episode: the first of a task runs all k of its distinct episodes (noisy_task), the rest
+    take theirs. Each comes back with its own seed; `seconds` is the time to draw it (and for the first,
+    to run the task's episodes)."""
     started = time.perf_counter()
-    calls, answer = noisy_plan(world.tasks[task_id], random.Random(seed), cfg.error_rate)
-    key = (task_id, dumps_sorted([calls, answer]))
-    earlier = ran.get(key)
-    if earlier is None:
-        ran[key] = run_policy(world, task_id, _replay(calls, answer), seed=seed, name=cfg.label, explain=False)
-        return ran[key]
-    return earlier.model_copy(update={"seed": seed, "seconds": round(time.perf_counter() - started, 6)})
+    task = world.tasks[task_id]
+    done = runs.get(task_id)
+    if done is None:
+        done = runs[task_id] = noisy_task(world, task, [episode_seed(world, task_id, i) for i in range(cfg.k)], cfg)
+    calls, answer = noisy_plan(task, random.Random(seed), cfg.error_rate)
+    return done[dumps_sorted([calls, answer])].model_copy(
+        update={"seed": seed, "seconds": round(time.perf_counter() - started, 6)})
+
+
+def _common_prefix(a: list[str], b: list[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def noisy_task(world: World, task: Task, seeds: list[int], cfg: RolloutConfig) -> dict[str, EpisodeResult]:
+    """The distinct noisy episodes of one task's seeds, by dumps_sorted([calls, answer]), run on one episode.
+
+    The noisy policy never reads a result, so every episode's calls are drawn first. Episodes that
+    make the same calls and answer run once; the rest run in sorted order of their calls, as a walk
+    of the tree of their common prefixes: a shared prefix runs once, and each episode goes back to
+    the checkpoint (a SAVEPOINT) where it leaves the one before it and runs only its own tail. The
+    same calls on the same state give the same results, so every trace is what a fresh run of its
+    seed records (tests/test_rollouts.py holds every rollout to that).
+    """
+    drawn: dict[str, tuple[list[str], list[tuple[str, dict[str, Any]]], Any, int]] = {}
+    for seed in seeds:
+        calls, answer = noisy_plan(task, random.Random(seed), cfg.error_rate)
+        key = dumps_sorted([calls, answer])
+        if key not in drawn:
+            drawn[key] = ([dumps_sorted(c) for c in calls], calls, answer, seed)
+    order = sorted(drawn, key=lambda k: (drawn[k][0], k))
+    shared = [_common_prefix(drawn[a][0], drawn[b][0]) for a, b in zip(order, order[1:], strict=False)]
+    marks = {0, *shared}  # the depths some later episode goes back to
+    out: dict[str, EpisodeResult] = {}
+    with world.episode(task.task_id) as ep:
+        path: list[int] = []  # the depths that have a checkpoint on the current path, ascending
+        trace: list[Step] = []
+        for j, key in enumerate(order):
+            started = time.perf_counter()
+            _, calls, answer, seed = drawn[key]
+            base = shared[j - 1] if j else 0
+            while path and path[-1] > base:
+                path.pop()
+            if j:
+                if not path or path[-1] != base:
+                    raise RuntimeError(f"noisy rollouts of {task.task_id}: no checkpoint at step {base}")
+                ep.rewind(str(base))
+            ep.trace = trace[:base]
+            for depth in range(base, len(calls) + 1):
+                if depth in marks and (depth > base or j == 0):
+                    ep.checkpoint(str(depth))
+                    path.append(depth)
+                if depth < len(calls):
+                    ep.call(*calls[depth])
+            verdict = ep.verify(answer, explain=False)
+            trace = ep.trace
+            out[key] = EpisodeResult(world_id=world.world_id, task_id=task.task_id, policy=cfg.label, seed=seed,
+                                     answer=answer, steps=len(trace), trace=list(trace), verdict=verdict,
+                                     seconds=round(time.perf_counter() - started, 6))
+    return out
 
 
 def run_rollouts(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,
