@@ -150,16 +150,25 @@ def _failure(result: dg.ExecuteInProcessResult) -> str:
     return "the run failed; open it in the UI (`worldfactory ui`)"
 
 
-def contiguous_batches(ids: list[str], order: list[str], size: int) -> list[list[str]]:
-    """Split ids into runs of at most `size` that are contiguous in the partition order (a range run)."""
+def contiguous_batches(ids: list[str], order: list[str], size: int, jobs: int = 1) -> list[list[str]]:
+    """Split ids into runs of at most `size` that are contiguous in the partition order (a range run).
+
+    With jobs > 1 a run also takes at most 1/jobs of the worlds not yet in a run (guided
+    self-scheduling): runs shrink toward the end, so the workers finish close together instead of
+    one idling while another builds a whole batch, and a few worlds (20 with --batch 20) still
+    spread over every worker instead of making one run on one core.
+    """
     position = {key: i for i, key in enumerate(order)}
     batches: list[list[str]] = []
+    left, cap = len(ids), size
     for wid in sorted(ids, key=position.__getitem__):
         last = batches[-1] if batches else None
-        if last and len(last) < size and position[wid] == position[last[-1]] + 1:
+        if last and len(last) < cap and position[wid] == position[last[-1]] + 1:
             last.append(wid)
         else:
+            cap = max(1, min(size, -(-left // max(1, jobs))))
             batches.append([wid])
+        left -= 1
     return batches
 
 
@@ -270,7 +279,7 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
             restored |= ensure_catalog_rows(store.data_root, store.data_root / "worlds" / wid)
             finish(WorldOutcome(world_id=wid, ok=True, skipped=True))
     order = instance.get_dynamic_partitions(world_partitions.name)
-    groups = contiguous_batches(todo, order, max(1, batch))
+    groups = contiguous_batches(todo, order, max(1, batch), jobs)
     if jobs > 1 and len(groups) > 1:
         def collected(task: tuple[list[str], bool], result: list[WorldOutcome] | None,
                       error: BaseException | None) -> None:
