@@ -22,7 +22,6 @@ from worldfactory.stages.core import Proof, Stage, StageReport, run_make, run_pr
 # `worldfactory build` sets this to move its progress bar; Dagster runs elsewhere leave it unset.
 PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfactory_progress", default=None)
 GROUP = "world"
-COST_KEYS = ("cpu_seconds", "wall_seconds", "llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections")
 
 
 def report_metadata(report: StageReport, store: WorldStore) -> dict[str, Any]:
@@ -63,15 +62,30 @@ def proof_metadata(proof: Proof) -> dict[str, Any]:
     return meta
 
 
-def batch_metadata(reports: list[StageReport]) -> dict[str, Any]:
-    """A batched run (several worlds in one step): totals, plus each world's counts and cost."""
-    total = {key: sum(getattr(r.cost, key) for r in reports) for key in COST_KEYS}
-    meta: dict[str, Any] = {"worlds_in_run": dg.MetadataValue.int(len(reports))}
-    meta.update({k: dg.MetadataValue.float(v) if isinstance(v, float) else dg.MetadataValue.int(v)
-                 for k, v in total.items()})
-    meta["per_world"] = dg.MetadataValue.json({r.world_id: {**r.counts, **r.cost.model_dump(), "files": r.files}
-                                               for r in reports})
-    return meta
+def add_partition_metadata(context: dg.AssetExecutionContext, targeted: Sequence[str],
+                           by_partition: dict[str, dict[str, Any]]) -> None:
+    """Each world's own metadata on its partition's materialization, in a step over several partitions.
+
+    `context.add_asset_metadata(partition_key=...)` checks the key against the run's partition range on
+    every call, and for dynamic partitions that reads every partition key from the instance: about 13 ms
+    of CPU with 2,000 worlds registered, once per world and stage. The keys here are the step's own
+    (`targeted`: `context.partition_keys`, read once by the caller), so the metadata goes straight to the
+    step's accumulator, where add_asset_metadata puts it; a Dagster without that accumulator gets the
+    public call.
+    """
+    unknown = sorted(set(by_partition) - set(targeted))
+    if unknown:
+        raise dg.DagsterInvariantViolationError(f"metadata for partitions this step does not target: {unknown}")
+    step = getattr(context.op_execution_context, "_step_execution_context", None)
+    accumulator = getattr(step, "_metadata_accumulator", None)
+    if accumulator is None or not hasattr(accumulator, "with_additional_asset_metadata"):
+        for key, meta in by_partition.items():
+            context.add_asset_metadata(meta, partition_key=key)
+        return
+    for key, meta in by_partition.items():
+        accumulator = accumulator.with_additional_asset_metadata(asset_key=context.asset_key, partition_key=key,
+                                                                 metadata=meta)
+    step._metadata_accumulator = accumulator
 
 
 # Stages that may call a model server share the instance-wide `llm_api` concurrency pool (set its
@@ -133,22 +147,25 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
         reports: list[StageReport] = []
         proofs: list[Proof] = []
         inputs: dict[str, str] = {}
+        templates, rollout = world_store.templates(), rollout_policy.config()  # once per step, not per world
         for world_id in keys:
             if hook is not None:
                 hook(world_id, stage.name)
-            ctx = world_store.context(world_id, rollout_policy.config())
+            ctx = world_store.context(world_id, rollout, templates)
             inputs[world_id] = ctx.inputs
-            context.add_asset_metadata({INPUTS_KEY: ctx.inputs}, partition_key=world_id)
             report = run_make(stage, ctx)
             proofs.append(run_prove(stage, ctx))
             report.cost = ctx.work.costs()[stage.name]  # make + proof
             reports.append(report)
             if not proofs[-1].passed:
                 context.log.error(f"{world_id}: check {stage.check} failed: {proofs[-1].reason}")
+        # every world's materialization records its own counts, file hashes, cost and inputs fingerprint
+        per_world = {r.world_id: {**report_metadata(r, world_store), INPUTS_KEY: inputs[r.world_id]} for r in reports}
         if len(reports) == 1:
-            meta, check_meta = report_metadata(reports[0], world_store), proof_metadata(proofs[0])
+            meta, check_meta = per_world[keys[0]], proof_metadata(proofs[0])
         else:
-            meta = batch_metadata(reports)
+            add_partition_metadata(context, keys, per_world)
+            meta = {"worlds_in_run": dg.MetadataValue.int(len(reports))}
             failed = [p for p in proofs if not p.passed]
             check_meta = {"worlds_in_run": len(proofs), "failed_worlds": len(failed)}
             if failed:

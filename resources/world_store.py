@@ -38,8 +38,11 @@ class WorldStore(dg.ConfigurableResource):
     def work(self, world_id: str) -> WorkDir:
         return WorkDir(self.data_root / "build" / world_id, world_id)
 
-    def context(self, world_id: str, rollout: RolloutConfig | None = None) -> BuildContext:
-        ts = self.templates()
+    def context(self, world_id: str, rollout: RolloutConfig | None = None,
+                templates: TemplateSet | None = None) -> BuildContext:
+        """A world's build context; `templates` (this store's, loaded once by the caller) spares hashing every
+        template file again for each world of a batch (load_templates fingerprints the folder on each call)."""
+        ts = templates if templates is not None else self.templates()
         return BuildContext(world_id=world_id, templates=ts, work=self.work(world_id), data_root=self.data_root,
                             briefs_dir=self.briefs_dir, inputs=inputs_fingerprint(ts, world_id, self.briefs_dir),
                             rollout=rollout or RolloutConfig())

@@ -1,0 +1,157 @@
+"""Batched builds (`worldfactory build --batch N`): one Dagster run over a range of world partitions.
+
+Each world's materialization must carry its own metadata (not the batch's), the bundles must be the
+engine's bytes, a failed world must be isolated and named, and runs must spread over the workers.
+"""
+
+# No `from __future__ import annotations` here: Dagster reads the toy asset's context annotation.
+import hashlib
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.stage import add_partition_metadata
+from assets.versions import stale_worlds
+from pipelines.runner import build_worlds, contiguous_batches, root_cause, world_store
+from tests.conftest import SMALL, small_templates_at
+from worldfactory.fingerprints import world_inputs_fingerprint
+from worldfactory.stages import STAGES
+
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+BROKEN, FINE = SMALL
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh on-disk Dagster instance for build_worlds (it opens DAGSTER_HOME)."""
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    yield tmp_path / "home"
+
+
+def _latest(instance: dg.DagsterInstance, stage: str, wid: str) -> dg.AssetMaterialization:
+    [record] = instance.fetch_materializations(dg.AssetRecordsFilter(dg.AssetKey(stage), asset_partitions=[wid]),
+                                               limit=1).records
+    assert record.asset_materialization is not None
+    return record.asset_materialization
+
+
+def test_one_run_over_two_worlds_records_each_worlds_own_metadata(tmp_path: Path, home: Path,
+                                                                small_templates: Path, small_data: Path) -> None:
+    store = world_store(tmp_path / "data", str(small_templates))
+    outcomes = build_worlds(SMALL, store, batch=2)
+    assert [o.ok for o in outcomes] == [True, True], [o.failure for o in outcomes]
+    assert outcomes[0].run_id == outcomes[1].run_id  # one run for both
+    for wid in SMALL:  # the engine's bytes
+        ours, engine = tmp_path / "data" / "worlds" / wid, small_data / "worlds" / wid
+        assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in engine.iterdir())
+        for f in engine.iterdir():
+            assert (ours / f.name).read_bytes() == f.read_bytes(), (wid, f.name)
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        run_id = outcomes[0].run_id
+        checks = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+        assert len(checks) == len(STAGES)
+        assert all(c.dagster_event.event_specific_data.passed for c in checks)
+        ts = store.templates()
+        for wid in SMALL:
+            work = store.work(wid)
+            costs = work.costs()
+            for stage in STAGES:
+                mat = _latest(instance, stage.name, wid)
+                meta = {k: v.value if hasattr(v, "value") else v for k, v in mat.metadata.items()}
+                assert meta["world_id"] == wid and meta["worlds_in_run"] == 2, (stage.name, wid)
+                assert meta["inputs_fingerprint"] == world_inputs_fingerprint(ts, wid, store.briefs_dir)
+                # its own cost record, not the batch's total
+                assert meta["cpu_seconds"] == costs[stage.name].cpu_seconds, (stage.name, wid)
+                assert meta["wall_seconds"] == costs[stage.name].wall_seconds, (stage.name, wid)
+                for name in stage.writes:
+                    if (work.path / name).is_file():
+                        digest = hashlib.sha256((work.path / name).read_bytes()).hexdigest()
+                        assert meta[f"sha256/{name}"] == digest, (stage.name, wid, name)
+        assert stale_worlds(instance, store, SMALL) == []  # the recorded fingerprints make both current
+    finally:
+        instance.dispose()
+    again = build_worlds(SMALL, store, batch=2)
+    assert [o.skipped for o in again] == [True, True]
+
+
+def test_a_failed_batch_names_the_broken_world_and_builds_the_other(tmp_path: Path, home: Path,
+                                                                    small_data: Path) -> None:
+    templates = small_templates_at(tmp_path / "templates")
+    pack = templates / "domains" / "help-desk.yaml"  # BROKEN's domain: a table no tool or task can use
+    pack.write_text(pack.read_text().replace("  - name: requests\n", (
+        "  - name: orphan_ledger\n    singular: orphan entry\n    label: memo\n    rows: 5\n    columns:\n"
+        "      - {name: memo, gen: company_name}\n  - name: requests\n"), 1))
+    store = world_store(tmp_path / "data", str(templates))
+    broken, fine = build_worlds([BROKEN, FINE], store, batch=2)
+    assert not broken.ok and "world_schema: check schema_loads failed" in broken.failure
+    assert "orphan_ledger" in broken.failure
+    assert fine.ok and fine.run_id != broken.run_id  # each rebuilt in its own run after the batch failed
+    for f in (small_data / "worlds" / FINE).iterdir():  # FINE's inputs do not include the other domain's pack
+        assert (tmp_path / "data" / "worlds" / FINE / f.name).read_bytes() == f.read_bytes(), f.name
+    assert not (tmp_path / "data" / "worlds" / BROKEN).exists()
+    instance = dg.DagsterInstance.from_config(str(home))
+    try:
+        batch = [r for r in instance.get_runs(dg.RunsFilter(job_name="world_build"))
+                 if r.tags.get("dagster/asset_partition_range_start")]
+        assert len(batch) == 1 and batch[0].status == dg.DagsterRunStatus.FAILURE
+        [failed] = [c for c in instance.all_logs(batch[0].run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+                    if not c.dagster_event.event_specific_data.passed]
+        meta = failed.dagster_event.event_specific_data.metadata
+        assert meta["failed_worlds"].value == 1 and meta["worlds_in_run"].value == 2
+        assert BROKEN in meta["reason"].value and FINE not in meta["reason"].value
+    finally:
+        instance.dispose()
+
+
+def test_runs_shrink_toward_the_end_so_every_worker_stays_busy() -> None:
+    order = [f"w{i:03d}" for i in range(300)]
+    runs = contiguous_batches(order[:200], order, 20, jobs=2)
+    assert [w for run in runs for w in run] == order[:200]  # every world once, in partition order
+    sizes = [len(r) for r in runs]
+    assert max(sizes) == 20 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True)
+    assert contiguous_batches(order[:20], order, 20, jobs=1) == [order[:20]]  # one process: one run
+    few = contiguous_batches(order[:20], order, 20, jobs=2)
+    assert len(few) > 2 and len(few[0]) <= 10  # not one run on one core while the other waits
+    gap = contiguous_batches(order[:5] + order[6:9], order, 20, jobs=1)
+    assert gap == [order[:5], order[6:9]]  # a range run is contiguous
+
+
+PARTS = dg.DynamicPartitionsDefinition(name="part")
+KEYS = ["a", "b", "c"]
+
+
+def _toy(extra: str | None) -> dg.AssetsDefinition:
+    @dg.asset(partitions_def=PARTS)
+    def toy(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        keys = list(context.partition_keys)
+        step = getattr(context.op_execution_context, "_step_execution_context", None)
+        # the fast path (no per-key range check against the instance) is live on this Dagster
+        assert getattr(step, "_metadata_accumulator", None) is not None
+        by_key = {k: {"key": k, "n": i} for i, k in enumerate(keys)}
+        if extra:
+            by_key[extra] = {"key": extra}
+        add_partition_metadata(context, keys, by_key)
+        return dg.MaterializeResult(metadata={"shared": 1})
+
+    return toy
+
+
+def test_partition_metadata_lands_on_each_partition_and_only_targeted_ones(tmp_path: Path) -> None:
+    with dg.DagsterInstance.local_temp(str(tmp_path)) as instance:
+        instance.add_dynamic_partitions("part", KEYS)
+        tags = {"dagster/asset_partition_range_start": "a", "dagster/asset_partition_range_end": "b"}
+        res = dg.materialize([_toy(None)], instance=instance, tags=tags)
+        mats = {m.partition: m.metadata for m in res.asset_materializations_for_node("toy")}
+        assert sorted(mats) == ["a", "b"]
+        for i, key in enumerate(["a", "b"]):
+            assert (mats[key]["key"].value, mats[key]["n"].value, mats[key]["shared"].value) == (key, i, 1)
+        bad = dg.materialize([_toy("c")], instance=instance, tags=tags, raise_on_error=False)
+        assert not bad.success
+        [failure] = bad.get_step_failure_events()
+        assert "does not target: ['c']" in root_cause(failure.step_failure_data.error)
