@@ -49,8 +49,9 @@ def test_noisy_pass_band_is_exactly_the_mixed_tasks(worlds: dict[str, World]) ->
 
 def test_a_noisy_episode_taken_from_an_earlier_one_is_what_running_it_gives(worlds: dict[str, World]) -> None:
     """Rollouts run each distinct noisy episode of a task once, and a prefix episodes share once; every
-    rollout must still be exactly what running its own seed gives (a key that left out the answer, or a slip, would hand one episode another's
-    verdict or trace). Tasks with answers are among them: there a wrong answer can be the only slip."""
+    rollout must still be exactly what running its own seed gives (a key that left out the answer, or a
+    slip, would hand one episode another's verdict or trace; a wrong checkpoint, another's state). Tasks
+    with answers are among them: there a wrong answer can be the only slip."""
     world = worlds[EXAMPLES[0]]
     ids = [t.task_id for t in world.tasks.values() if t.answer is None][:20]
     ids += [t.task_id for t in world.tasks.values() if t.answer is not None][:10]
