@@ -124,16 +124,14 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
 def _noisy_episode(world: World, task_id: str, seed: int, cfg: RolloutConfig,
                    runs: dict[str, dict[str, EpisodeResult]]) -> EpisodeResult:
     """One noisy episode: the first of a task runs all k of its distinct episodes (noisy_task), the rest
-    take theirs. Each comes back with its own seed; `seconds` is the time to draw it (and for the first,
-    to run the task's episodes)."""
+    take theirs. Each comes back with its own seed; `seconds` is the time to look it up (and for the
+    first, to run the task's episodes)."""
     started = time.perf_counter()
-    task = world.tasks[task_id]
     done = runs.get(task_id)
     if done is None:
-        done = runs[task_id] = noisy_task(world, task, [episode_seed(world, task_id, i) for i in range(cfg.k)], cfg)
-    calls, answer = noisy_plan(task, random.Random(seed), cfg.error_rate)
-    return done[dumps_sorted([calls, answer])].model_copy(
-        update={"seed": seed, "seconds": round(time.perf_counter() - started, 6)})
+        seeds = [episode_seed(world, task_id, i) for i in range(cfg.k)]
+        done = runs[task_id] = noisy_task(world, world.tasks[task_id], seeds, cfg)
+    return done[seed].model_copy(update={"seed": seed, "seconds": round(time.perf_counter() - started, 6)})
 
 
 def _common_prefix(a: list[str], b: list[str]) -> int:
@@ -145,8 +143,9 @@ def _common_prefix(a: list[str], b: list[str]) -> int:
     return n
 
 
-def noisy_task(world: World, task: Task, seeds: list[int], cfg: RolloutConfig) -> dict[str, EpisodeResult]:
-    """The distinct noisy episodes of one task's seeds, by dumps_sorted([calls, answer]), run on one episode.
+def noisy_task(world: World, task: Task, seeds: list[int], cfg: RolloutConfig) -> dict[int, EpisodeResult]:
+    """The noisy episode of each of a task's seeds, the distinct ones run on one episode (seeds that draw
+    the same calls and answer share one result, which carries the first such seed).
 
     The noisy policy never reads a result, so every episode's calls are drawn first. Episodes that
     make the same calls and answer run once; the rest run in sorted order of their calls, as a walk
@@ -156,9 +155,10 @@ def noisy_task(world: World, task: Task, seeds: list[int], cfg: RolloutConfig) -
     seed records (tests/test_rollouts.py holds every rollout to that).
     """
     drawn: dict[str, tuple[list[str], list[tuple[str, dict[str, Any]]], Any, int]] = {}
+    key_of: dict[int, str] = {}
     for seed in seeds:
         calls, answer = noisy_plan(task, random.Random(seed), cfg.error_rate)
-        key = dumps_sorted([calls, answer])
+        key = key_of[seed] = dumps_sorted([calls, answer])
         if key not in drawn:
             drawn[key] = ([dumps_sorted(c) for c in calls], calls, answer, seed)
     order = sorted(drawn, key=lambda k: (drawn[k][0], k))
@@ -190,7 +190,7 @@ def noisy_task(world: World, task: Task, seeds: list[int], cfg: RolloutConfig) -
             out[key] = EpisodeResult(world_id=world.world_id, task_id=task.task_id, policy=cfg.label, seed=seed,
                                      answer=answer, steps=len(trace), trace=list(trace), verdict=verdict,
                                      seconds=round(time.perf_counter() - started, 6))
-    return out
+    return {seed: out[key_of[seed]] for seed in seeds}
 
 
 def run_rollouts(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,

@@ -12,7 +12,7 @@ import hashlib
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -163,19 +163,21 @@ class ChangeDiffer:
         With sort_inserted=False inserted rows keep the log's order (compare them as a multiset, see
         same_diff); otherwise they are sorted as stored verifiers have them (see canonical).
         """
-        logged: dict[str, list[int]] = {}
-        for table, key in conn.execute(f"SELECT tbl, id FROM {CHANGES_TABLE} ORDER BY tbl, id"):
-            logged.setdefault(table, []).append(key)
         out: dict[str, Any] = {}
-        for table, ids in logged.items():
-            if table not in self.norm:
-                continue
-            now = {r[0]: r for r in conn.execute(self._select[table], (table,))}
+        for table, ids, now in self._changed(conn):
             d = _rows_diff(self.normalizer(table), self.norm[table].columns, ids, now, self.seed_rows(table))
             if d:
                 out[table] = d
         return canonical(out) if sort_inserted else out
 
+    def _changed(self, conn: sqlite3.Connection) -> Iterator[tuple[str, list[int], dict[int, tuple[Any, ...]]]]:
+        """Each world table the change log names, in name order: its logged ids and those rows as they are now."""
+        logged: dict[str, list[int]] = {}
+        for table, key in conn.execute(f"SELECT tbl, id FROM {CHANGES_TABLE} ORDER BY tbl, id"):
+            logged.setdefault(table, []).append(key)
+        for table, ids in logged.items():
+            if table in self.norm:
+                yield table, ids, {r[0]: r for r in conn.execute(self._select[table], (table,))}
 
     def matches(self, conn: sqlite3.Connection, gold: dict[str, Any], gold_bags: dict[str, Counter[Any]]) -> bool:
         """same_diff(gold, self.diff(conn, False), gold_bags), stopping at the first table that differs.
@@ -184,14 +186,8 @@ class ChangeDiffer:
         other changed rows are never normalised. A table whose count of inserted rows differs from
         gold's is rejected before any of its rows are normalised.
         """
-        logged: dict[str, list[int]] = {}
-        for table, key in conn.execute(f"SELECT tbl, id FROM {CHANGES_TABLE} ORDER BY tbl, id"):
-            logged.setdefault(table, []).append(key)
         seen = 0
-        for table, ids in logged.items():
-            if table not in self.norm:
-                continue
-            now = {r[0]: r for r in conn.execute(self._select[table], (table,))}
+        for table, ids, now in self._changed(conn):
             seed = self.seed_rows(table)
             g = gold.get(table)
             if sum(1 for key in ids if key in now and key not in seed) != (len(g.get("inserted", ())) if g else 0):
