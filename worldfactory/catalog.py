@@ -106,10 +106,11 @@ def publish_world_rows(catalog_root: Path, bundle: Path, traces: list[dict[str, 
     import json
 
     from worldfactory.rollouts import read_traces_file, traces_file_lines
+    from worldfactory.runtime.world import load_json, parsed_tasks
 
     manifest = json.loads((bundle / "world.json").read_text())
-    served = set(json.loads((bundle / "verifiers.json").read_text())["tasks"])
-    tasks = [Task.model_validate_json(line) for line in (bundle / "tasks.jsonl").read_text().splitlines() if line]
+    served = set(load_json((bundle / "verifiers.json").read_bytes())["tasks"])
+    tasks = list(parsed_tasks((bundle / "tasks.jsonl").read_bytes()))
     write_world_rows(catalog_root, manifest, [t for t in tasks if t.task_id in served], str(bundle))
     if traces is None:
         traces = traces_file_lines((bundle / "traces.jsonl.gz").read_bytes())

@@ -21,6 +21,7 @@ from typing import Any
 
 from worldfactory.generate.tools import ToolSpec, tool_specs
 from worldfactory.rollouts import traces_file_lines
+from worldfactory.runtime.world import load_json, parsed_spec, parsed_tasks
 from worldfactory.spec import Task, WorldSpec
 
 PAGE = "index.html"
@@ -191,12 +192,11 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
     with `index.html` taken out, and gets the same bytes. `traces`: the folder's traces file, already
     read (traces_file_lines), by a caller that needs it too.
     """
-    spec = WorldSpec.model_validate_json((folder / "spec.json").read_text())
+    spec = parsed_spec((folder / "spec.json").read_bytes())
     b = spec.brief
     tools = tool_specs(spec)
-    served = set(json.loads((folder / "verifiers.json").read_text())["tasks"])
-    tasks = [t for t in (Task.model_validate_json(line) for line in (folder / "tasks.jsonl").read_text().splitlines()
-                         if line) if t.task_id in served]
+    served = set(load_json((folder / "verifiers.json").read_bytes())["tasks"])
+    tasks = [t for t in parsed_tasks((folder / "tasks.jsonl").read_bytes()) if t.task_id in served]
     curated = {json.loads(line)["task_id"] for line in (folder / "curated_tasks.jsonl").read_text().splitlines()
                if line}
     rollouts = json.loads((folder / "rollouts.json").read_text())

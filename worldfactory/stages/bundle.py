@@ -12,6 +12,7 @@ from worldfactory.drafting.record import RECORD, DraftRecord, add_to_manifest
 from worldfactory.generate.bundle import COVERAGE_FLOOR, publish, sha256, world_manifest, world_readme
 from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
+from worldfactory.runtime.world import load_json
 from worldfactory.stages.core import BuildContext, Proof, Stage, StageError
 
 
@@ -43,7 +44,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     spec = ctx.spec(STAGE.name)
     files = ctx.work.files(tuple(name for s in STAGES[:-1] for name in s.writes))
     tools = tool_specs(spec)
-    served = json.loads(files["verifiers.json"])
+    served = load_json(files["verifiers.json"])
     tasks = [t for t in ctx.tasks(STAGE.name) if t.task_id in served["tasks"]]
     seed = proofs["seed_database"].details
     row_counts = {t.name: int(seed[f"rows.{t.name}"]) for t in spec.tables}

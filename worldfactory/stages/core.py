@@ -27,7 +27,7 @@ import worldfactory
 from worldfactory import confine
 from worldfactory.generate.bundle import sha256
 from worldfactory.rollouts import RolloutConfig
-from worldfactory.runtime.world import World
+from worldfactory.runtime.world import World, parsed_spec, parsed_tasks
 from worldfactory.spec import Brief, Task, Vocabulary, WorldSpec
 from worldfactory.templates import TemplateSet
 
@@ -149,11 +149,7 @@ class BuildContext:
         return Brief.model_validate_json(self.work.read("brief.json", stage))
 
     def spec(self, stage: str) -> WorldSpec:
-        raw = self.work.read("spec.json", stage)
-        key = ("spec", sha256(raw))
-        if key not in self.cache:
-            self.cache[key] = WorldSpec.model_validate_json(raw)
-        return self.cache[key]
+        return parsed_spec(self.work.read("spec.json", stage))
 
     def world(self, stage: Stage, names: tuple[str, ...] | None = None) -> World:
         """The world from the files a stage reads (or `names`); outside the confined worker its tool code
@@ -161,8 +157,7 @@ class BuildContext:
         return confine.load_world({n: self.work.read(n, stage.name) for n in (names or stage.reads)})
 
     def tasks(self, stage: str) -> list[Task]:
-        raw = self.work.read("tasks.jsonl", stage).decode()
-        return [Task.model_validate_json(line) for line in raw.splitlines() if line.strip()]
+        return list(parsed_tasks(self.work.read("tasks.jsonl", stage)))
 
 
 @dataclass(frozen=True)
