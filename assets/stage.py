@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 
 from assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_condition, stale_worlds
-from pipelines.partitions import world_partitions
+from pipelines.partitions import world_backfill_policy, world_partitions
 from resources.policy import RolloutPolicy
 from resources.world_store import WorldStore
 from worldfactory.generate.page import PAGE
@@ -129,6 +129,7 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
     @dg.asset(name=stage.name, partitions_def=world_partitions, deps=list(deps), group_name=GROUP,
               kinds={"python", "sqlite"}, automation_condition=nightly_condition(), check_specs=[spec], pool=pool,
               retry_policy=retry_policy, code_version=code_version(), output_required=not first,
+              backfill_policy=world_backfill_policy,
               description=f"{stage.name}: writes {', '.join(stage.writes)}. Proof: {stage.proves}.")
     def _asset(context: dg.AssetExecutionContext, world_store: WorldStore,
                rollout_policy: RolloutPolicy) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:

@@ -7,15 +7,31 @@ import dagster as dg
 
 from assets.stage import GROUP
 from pipelines.jobs import world_build
-from pipelines.partitions import world_partitions
+from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
 from resources.world_store import WorldStore
+from worldfactory.parallel import WORLDS_PER_RUN
 from worldfactory.registry import wanted_worlds
 from worldfactory.templates import TemplateError
 
 
+def range_requests(new: list[str], size: int = WORLDS_PER_RUN) -> list[dg.RunRequest]:
+    """One build run per WORLDS_PER_RUN new worlds, each over a range of partitions (they are added in
+    this order, so consecutive ones are a range); a single world gets a plain one-partition run."""
+    out = []
+    for i in range(0, len(new), size):
+        group = new[i:i + size]
+        if len(group) == 1:
+            out.append(dg.RunRequest(partition_key=group[0], run_key=f"register:{group[0]}"))
+        else:
+            out.append(dg.RunRequest(run_key=f"register:{group[0]}..{group[-1]}",
+                                     tags={RANGE_START: group[0], RANGE_END: group[-1]}))
+    return out
+
+
 @dg.sensor(job=world_build, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Adds world IDs from world_templates/registry.yaml and data/briefs/ (*.yaml, *.md) as "
-                       "partitions and requests a build run for each new one. Deleted worlds stay deleted.")
+                       f"partitions and requests build runs for the new ones, up to {WORLDS_PER_RUN} worlds a "
+                       "run. Deleted worlds stay deleted.")
 def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: WorldStore) -> dg.SensorResult:
     try:
         wanted, errors = wanted_worlds(world_store.templates(), world_store.data_root)
@@ -30,7 +46,7 @@ def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: Worl
         reason = "no new worlds" + (f"; {len(errors)} brief file(s) invalid: {errors[0]}" if errors else "")
         return dg.SensorResult(skip_reason=reason)
     return dg.SensorResult(
-        run_requests=[dg.RunRequest(partition_key=w, run_key=f"register:{w}") for w in new],
+        run_requests=range_requests(new),
         dynamic_partitions_requests=[world_partitions.build_add_request(new)],
     )
 

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from assets.stage import PROGRESS
 from assets.versions import FORCE_TAG, stale_worlds
 from pipelines.definitions import make_definitions
-from pipelines.partitions import world_partitions
+from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
 from resources.world_store import WorldStore
 from worldfactory.catalog import catalog_path, remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
@@ -189,8 +189,7 @@ def _run(job: dg.JobDefinition, instance: dg.DagsterInstance, group: list[str], 
                                      run_config=QUIET, tags=tags)
     else:
         res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
-            **tags, "dagster/asset_partition_range_start": group[0],
-            "dagster/asset_partition_range_end": group[-1]})
+            **tags, RANGE_START: group[0], RANGE_END: group[-1]})
     return res, time.perf_counter() - started
 
 

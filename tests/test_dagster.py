@@ -16,11 +16,13 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.automation import world_registry_sensor
+from pipelines.automation import range_requests, world_registry_sensor
 from pipelines.definitions import make_definitions
+from pipelines.partitions import RANGE_END, RANGE_START
 from pipelines.runner import root_cause
 from resources.world_store import WorldStore
 from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL, small_templates_at
+from worldfactory.parallel import WORLDS_PER_RUN
 from worldfactory.registry import mark_deleted
 from worldfactory.stages import STAGES
 
@@ -194,6 +196,25 @@ def test_bundle_refuses_unproven_or_stale_stages(built: dict, tmp_path: Path) ->
     assert not (tmp_path / "data" / "worlds" / TWO[0]).exists()
 
 
+def test_new_worlds_are_built_in_runs_of_consecutive_partitions() -> None:
+    """The sensor's runs: ranges of at most the given size, in order, a lone world as a plain partition run."""
+    names = [f"w{i}" for i in range(5)]
+    runs = range_requests(names, size=2)
+    assert [(r.tags.get(RANGE_START), r.tags.get(RANGE_END), r.partition_key) for r in runs] == [
+        ("w0", "w1", None), ("w2", "w3", None), (None, None, "w4")]
+    assert len({r.run_key for r in runs}) == 3
+    assert len(range_requests([f"w{i}" for i in range(2 * WORLDS_PER_RUN + 1)])) == 3
+
+
+def test_backfills_run_ranges_of_worlds(tmp_path: Path) -> None:
+    """Every stage asset splits a backfill into runs of at most WORLDS_PER_RUN worlds (one policy for all,
+    so a world's stages stay in one run)."""
+    graph = make_definitions(WorldStore(root=str(tmp_path / "data"))).resolve_asset_graph()
+    for stage in STAGES:
+        policy = graph.get(dg.AssetKey(stage.name)).backfill_policy
+        assert policy is not None and policy.max_partitions_per_run == WORLDS_PER_RUN, stage.name
+
+
 def test_sensor_registers_registry_and_brief_worlds(tmp_path: Path) -> None:
     store = WorldStore(root=str(tmp_path / "data"))
     briefs = tmp_path / "data" / "briefs"
@@ -206,8 +227,9 @@ def test_sensor_registers_registry_and_brief_worlds(tmp_path: Path) -> None:
         ctx = dg.build_sensor_context(instance=instance, resources={"world_store": store})
         result = world_registry_sensor(ctx)
         expected = [*EXAMPLES[:2], "brief.harbor-mutual--v001", "brief.harbor-mutual--v002"]
-        assert [r.partition_key for r in result.run_requests] == expected
-        assert all(r.job_name in (None, "world_build") for r in result.run_requests)
+        [run] = result.run_requests  # one build run over the range of the new partitions, added in this order
+        assert (run.tags[RANGE_START], run.tags[RANGE_END]) == (expected[0], expected[-1])
+        assert run.job_name in (None, "world_build")
         [add] = result.dynamic_partitions_requests
         assert list(add.partition_keys) == expected
         instance.add_dynamic_partitions("world", list(add.partition_keys))

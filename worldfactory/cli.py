@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from worldfactory.parallel import default_jobs
+from worldfactory.parallel import WORLDS_PER_RUN, default_jobs
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
@@ -671,9 +671,9 @@ def parser() -> argparse.ArgumentParser:
                    help="also build every world the registry wants (world_templates/registry.yaml, brief files)")
     b.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/): bundles go to DATA/worlds")
     b.add_argument("--force", action="store_true", help="rebuild even when up to date")
-    b.add_argument("--batch", type=int, default=1, metavar="N",
-                   help="build up to N worlds per Dagster run (less overhead; a failed batch is rebuilt "
-                        "one world per run)")
+    b.add_argument("--batch", type=int, default=WORLDS_PER_RUN, metavar="N",
+                   help=f"build up to N worlds per Dagster run (default {WORLDS_PER_RUN}; 1: a run per world). "
+                        f"Fewer runs cost less; a failed batch is rebuilt one world per run")
     b.add_argument("--jobs", "-j", type=int, default=default_jobs(), metavar="N",
                    help=f"build up to N worlds at once, each in its own process (default: the number of cores, "
                         f"{default_jobs()} here)")
