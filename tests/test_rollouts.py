@@ -8,6 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tests.conftest import EXAMPLES, PYTHON, SMALL
@@ -17,10 +18,12 @@ from worldfactory.policies.base import episode_seed, run_policy
 from worldfactory.rollouts import (
     RolloutConfig,
     curate,
+    json_steps,
     pass_rates,
     replay_rows,
     run_rollouts,
     trace_rows,
+    traces_file_episodes,
     traces_file_lines,
 )
 from worldfactory.runtime.world import World
@@ -129,10 +132,12 @@ def test_a_trace_that_does_not_replay_fails_the_rollouts_proof(small_data: Path,
     first = min(range(len(lines)), key=lambda i: (lines[i]["task_id"], lines[i]["rollout"]))
     step = lines[first]["trace"][0]
     step["result_sha256"] = "0" * 64
-    work.write("traces.jsonl.gz", gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in lines)))
-    with pytest.raises(StageError, match=f"replayed steps differ.*{lines[first]['task_id']} rollout "
-                                         f"{lines[first]['rollout']} step {step['step']}"):
-        prove_rollouts(ctx)
+    for dump in (lambda r: json.dumps(r).encode(),  # spaced, unsorted: read whole
+                 lambda r: orjson.dumps(r, option=orjson.OPT_SORT_KEYS)):  # as built: only sampled steps are read
+        work.write("traces.jsonl.gz", gzip.compress(b"".join(dump(r) + b"\n" for r in lines)))
+        with pytest.raises(StageError, match=f"replayed steps differ.*{lines[first]['task_id']} rollout "
+                                             f"{lines[first]['rollout']} step {step['step']}"):
+            prove_rollouts(ctx)
     work.write("traces.jsonl.gz", (bundle / "traces.jsonl.gz").read_bytes())
     summary = json.loads((bundle / "rollouts.json").read_bytes())
     gone = sorted(summary["pass_rates"])[0]
@@ -140,6 +145,21 @@ def test_a_trace_that_does_not_replay_fails_the_rollouts_proof(small_data: Path,
     work.write("rollouts.json", json.dumps(summary).encode())
     with pytest.raises(StageError, match=f"1 tasks have no rollouts, e.g. {gone}"):
         prove_rollouts(ctx)
+
+
+def test_episodes_of_a_traces_file_are_its_lines(small_data: Path) -> None:
+    """traces_file_episodes (the proof's reader) gives every line's steps, as the whole-line reader does,
+    for the file as built (steps sliced out unparsed) and for lines it must read whole."""
+    data = (small_data / "worlds" / SMALL[0] / "traces.jsonl.gz").read_bytes()
+    lines = traces_file_lines(data)
+    whole = {(r["task_id"], r["rollout"]): r["trace"] for r in lines}
+    sliced = traces_file_episodes(data)
+    assert sliced.keys() == whole.keys() and len(whole) == len(lines) > 0
+    assert all(json_steps(sliced[k]) == whole[k] for k in whole)
+    moved = [{**r, "zz_after_trace": [1]} for r in lines[:3]]  # trace no longer last: read whole
+    data = gzip.compress(b"".join(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in moved))
+    assert {k: json_steps(v) for k, v in traces_file_episodes(data).items()} == {
+        (r["task_id"], r["rollout"]): r["trace"] for r in moved}
 
 
 def plans(world: World, ids: list[str]) -> dict[str, tuple[list[dict], object]]:

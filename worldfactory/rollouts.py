@@ -298,6 +298,38 @@ def traces_file_lines(data: bytes) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in gzip.decompress(data).splitlines() if line]
 
 
+TRACE_KEY = b',"trace":['  # a line's keys are sorted and `trace` is the last of them (_rollout_line)
+
+
+def traces_file_episodes(data: bytes) -> dict[tuple[str, int], bytes]:
+    """Each line of a traces file by (task_id, rollout), unparsed past its key fields: a reader that needs
+    a few episodes' steps (the rollouts proof) parses only those lines' steps (json_steps)."""
+    out: dict[tuple[str, int], bytes] = {}
+    for line in gzip.decompress(data).splitlines():
+        if not line:
+            continue
+        at = line.find(TRACE_KEY)  # a quote inside a string value is escaped: the first match is the key
+        head = orjson.loads(line[:at] + b"}") if at > 0 else {}
+        if "task_id" not in head or "rollout" not in head:  # not the layout _rollout_line writes
+            head = orjson.loads(line)
+        out[(head["task_id"], head["rollout"])] = line
+    return out
+
+
+def json_steps(line: bytes) -> list[dict[str, Any]]:
+    """The steps of one line of traces_file_episodes: the text after its `trace` key when that is the last
+    key, else the whole line parsed."""
+    at = line.find(TRACE_KEY)
+    if at > 0 and line.endswith(b"]}"):
+        try:
+            steps = orjson.loads(line[at + len(TRACE_KEY) - 1:-1])
+            if isinstance(steps, list):
+                return steps
+        except orjson.JSONDecodeError:  # another key followed the trace
+            pass
+    return orjson.loads(line)["trace"]
+
+
 def read_traces_file(data: bytes | list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rollouts and traces catalog rows of a traces file, or of its lines already read (wall-clock
     columns empty). The lines are left as they are."""

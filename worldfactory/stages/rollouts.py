@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from worldfactory.stages.core import BuildContext, Stage, StageError
 
@@ -33,18 +32,16 @@ def make_rollouts(ctx: BuildContext) -> dict[str, int]:
 
 def prove_rollouts(ctx: BuildContext) -> dict[str, int | float | str]:
     """Every task has k rollouts, and recorded traces replay identically step by step on fresh state."""
-    from worldfactory.rollouts import replay_rows, traces_file_lines
+    from worldfactory.rollouts import json_steps, replay_rows, traces_file_episodes
 
     world = ctx.world(STAGE)
     summary = json.loads(ctx.work.read("rollouts.json", STAGE.name))
     missing = [t for t in world.tasks if t not in summary["pass_rates"]]
     if missing:
         raise StageError(f"{len(missing)} tasks have no rollouts, e.g. {missing[0]}")
-    traces: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for row in traces_file_lines(ctx.work.read("traces.jsonl.gz", STAGE.name)):
-        traces.setdefault((row["task_id"], row["rollout"]), []).extend(row["trace"])
+    traces = traces_file_episodes(ctx.work.read("traces.jsonl.gz", STAGE.name))  # steps parsed for the sample only
     sample = sorted(traces)[:: max(1, len(traces) // REPLAY_SAMPLE)][:REPLAY_SAMPLE]
-    episodes = {key: [{"task_id": key[0], "rollout": key[1], **s} for s in traces[key]] for key in sample}
+    episodes = {key: [{"task_id": key[0], "rollout": key[1], **s} for s in json_steps(traces[key])] for key in sample}
     differ = [line for key in sample for line in replay_rows(world, episodes[key])]
     if differ:
         raise StageError(f"{len(differ)} replayed steps differ from their traces, first: {differ[0]}")
