@@ -58,10 +58,13 @@ def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dic
     rng = stage_rng(spec.brief.generation_seed, "probes")
     rules = spec.brief.rules
     out: dict[str, dict[str, Any]] = {}
+    first_rows: dict[str, list[dict[str, Any]]] = {}  # read once per table (several tools each), never changed
     try:
         for tool in tools:
             table = spec.table(tool.table)
-            rows = _rows(conn, f"SELECT * FROM {table.name} ORDER BY id LIMIT 400")
+            rows = first_rows.get(table.name)
+            if rows is None:
+                rows = first_rows[table.name] = _rows(conn, f"SELECT * FROM {table.name} ORDER BY id LIMIT 400")
             valid: dict[str, Any] | None = None
             invalid: list[dict[str, Any]] = []
             if tool.kind == "search":

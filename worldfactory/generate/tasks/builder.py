@@ -426,8 +426,8 @@ class TaskBuilder:
 
     def parent_ids(self, table: TableDef, col: ColumnDef) -> list[Any]:
         """The distinct parents the table's rows point at through the column, sorted."""
-        return sorted({r[col.name] for r in fetch_dicts(self.conn, f"SELECT {col.name} FROM {table.name}")
-                       if r[col.name] is not None})
+        return sorted(r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT {col.name} FROM {table.name} WHERE {col.name} IS NOT NULL"))
 
     def sweeps(self) -> list[Sweep]:
         """Every (table, transition, state) whose rows (1 to SEARCH_MAX) can all take the transition with
