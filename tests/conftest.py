@@ -25,6 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = load_templates().catalog.examples
 PYTHON = sys.executable
 
+# Some environments set PYTHONDONTWRITEBYTECODE=1. Then no run caches anything: every xdist worker
+# rewrites the asserts of the test modules and of the plugins' modules (hypothesis, anyio: ~160 modules,
+# 7.4 CPU s of collection per worker instead of 4.0), and every subprocess a test starts compiles
+# pipelines/, assets/, resources/ and tests/ again. The test run caches bytecode (into __pycache__/,
+# which git ignores): the workers and the subprocesses inherit this environment. Generated world code
+# runs confined with `python -I -B` and writes nothing either way.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """A background job of a non-interactive shell (`make test &` in a script) starts with SIGINT ignored,
