@@ -144,7 +144,6 @@ LONGEST_FIRST = (
     "tests/test_cli.py::test_build_show_run",
     "tests/test_fuzz_tools.py",
     "tests/test_dagster_recovery.py",
-    "tests/test_build_all.py",
     "tests/test_rollouts.py::test_openai_loop",
     "tests/test_adapter_verifiers.py",
     "tests/test_world_page.py",

@@ -308,13 +308,16 @@ def test_nightly_skips_current_worlds_and_rebuilds_only_a_changed_domain(built: 
 
 
 def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates: Path) -> None:
-    """Two worlds with --jobs 2: one run each, in two worker processes, on the same instance."""
+    """`build --all --jobs 2`: the registry's two worlds, one run each, in two worker processes, on the
+    same instance; then by name, current, so skipped; then deleted. (The refusal of a bad brief file
+    before any work is in test_build_all.py.)"""
     data, home = tmp_path / "data", tmp_path / "home"
-    wid, other = SMALL
-    r = wf("build", wid, other, "--jobs", "2", "--json", data=data, home=home, templates=small_templates)
+    wid, other = SMALL  # tests/small_templates/registry.yaml: these two, in this order
+    r = wf("build", "--all", "--jobs", "2", "--json", data=data, home=home, templates=small_templates)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert [row["world_id"] for row in rows] == [wid, other]
+    assert all((data / "worlds" / w / "world.json").is_file() for w in SMALL)
     assert all(row["run_id"] and not row["skipped"] for row in rows)
     assert rows[0]["run_id"] != rows[1]["run_id"]
     assert all(0 < row["seconds"] < 600 for row in rows)  # the world's wall time, not the process clock
