@@ -489,12 +489,12 @@ def _world_key(files: dict[str, bytes]) -> str:
 
 
 def _job_open_world(files: dict[str, bytes], static: bool = True) -> str:
-    from worldfactory.runtime.world import World
+    from worldfactory.runtime.world import LOAD_CACHE, World
 
     key = _world_key(files) + ("" if static else "-nostatic")
     if key not in _WORLDS:
         _WORLDS[key] = World(files, static=static)
-        while len(_WORLDS) > 4:
+        while len(_WORLDS) > LOAD_CACHE:  # a whole range run's worlds, as the load caches keep
             _WORLDS.popitem(last=False)
     _WORLDS.move_to_end(key)
     return key
