@@ -9,8 +9,8 @@ from assets.stage import GROUP
 from pipelines.jobs import world_build
 from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
 from resources.world_store import WorldStore
-from worldfactory.parallel import WORLDS_PER_RUN
 from worldfactory.registry import wanted_worlds
+from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.templates import TemplateError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from worldfactory.parallel import WORLDS_PER_RUN
+from worldfactory.run_size import WORLDS_PER_RUN
 
 world_partitions = dg.DynamicPartitionsDefinition(name="world")
 # The run tags that make a run cover a range of world partitions (consecutive in the partition order).

@@ -22,8 +22,8 @@ from pipelines.partitions import RANGE_END, RANGE_START
 from pipelines.runner import root_cause
 from resources.world_store import WorldStore
 from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL, small_templates_at
-from worldfactory.parallel import WORLDS_PER_RUN
 from worldfactory.registry import mark_deleted
+from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)

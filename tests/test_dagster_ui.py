@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pipelines.partitions import RANGE_END, RANGE_START
 from tests.conftest import PYTHON, ROOT, SMALL, small_templates_at
-from worldfactory.parallel import WORLDS_PER_RUN
+from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
 
 WORLDS = [*SMALL, SMALL[0].replace("--v001", "--v002")]

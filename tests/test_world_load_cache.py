@@ -4,7 +4,7 @@ so a process must keep a whole run's worlds loaded, or each load of the next sta
 from __future__ import annotations
 
 from worldfactory import confine
-from worldfactory.parallel import WORLDS_PER_RUN
+from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.runtime import world as world_module
 from worldfactory.runtime.world import World
 

@@ -14,7 +14,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from worldfactory.parallel import WORLDS_PER_RUN, default_jobs
+from worldfactory.parallel import default_jobs
+from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:

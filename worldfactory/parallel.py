@@ -24,13 +24,6 @@ _EVENTS: Any = None  # the worker's end of the event queue (set by the pool init
 PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
-# Worlds per Dagster run when many are built: a run over a range of world partitions spreads
-# Dagster's fixed cost per step over its worlds (measured: about 1.3 CPU s a world in one-world runs,
-# 0.35 in runs of 8, 0.25 in runs of 20). `worldfactory build --batch` defaults to it, and backfills
-# from the UI or the nightly automation split into runs of at most this many (pipelines/partitions.py).
-WORLDS_PER_RUN = 20
-
-
 def default_jobs() -> int:
     """One worker per core."""
     return max(1, os.cpu_count() or 1)

@@ -21,7 +21,7 @@ import jsonschema_rs
 import orjson
 from jsonschema import Draft202012Validator
 
-from worldfactory.parallel import WORLDS_PER_RUN
+from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.runtime.connections import ConnectionPool
 from worldfactory.runtime.diff import ChangeDiffer, TableNorm, changelog_ddl, inserted_bags
 from worldfactory.spec import Task, WorldSpec
