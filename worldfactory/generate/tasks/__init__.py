@@ -24,21 +24,40 @@ from worldfactory.spec import Task, Vocabulary, WorldSpec
 
 from . import bulk, conditional, coverage, decline, lookup_act, retrieval, sweep, workflow, year_end
 from .builder import TaskBuilder
-from .driver import run_family
+from .driver import quota, run_family
 
 # The order families run in: each draws from the one seeded stream, so this order is part of the bytes.
 FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval, decline)
+TASK_FLOOR = 100  # tasks a world has before pass-band filtering (v001 of every catalog pack reaches it)
 
 
 def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes,
                    validate: Callable[[Task], bool] | None = None, vocab: Vocabulary | None = None) -> list[Task]:
     """All tasks of a world, deterministic for its seed: the families' quotas, then one task for each
-    write tool they left unused."""
+    write tool they left unused, then (a variant only) what its mix took, where that left it under the floor."""
     builder = TaskBuilder(spec, tool_names, seed_image, validate, vocab)
     try:
         for family in FAMILIES:
             run_family(builder, family)
         coverage.run(builder)
+        top_up(builder)
     finally:
         builder.close()
     return builder.tasks
+
+
+def top_up(b: TaskBuilder) -> int:
+    """A variant's mix scales each family's quota by 0.75 to 1.25, which shifts a world's tasks between
+    families but must not take it under TASK_FLOOR: where it does, the families the mix lowered get back
+    what it took from them, in family order, until the world reaches the floor. A world at or over the
+    floor, or one whose mix lowered nothing (v001 has no mix), is left as it is: not a draw is made, so
+    its bytes do not change. The number of tasks added."""
+    added = 0
+    for family in FAMILIES:
+        short = TASK_FLOOR - len(b.tasks)
+        if short <= 0:
+            break
+        taken = family.QUOTA - quota(b, family)
+        if taken > 0:
+            added += run_family(b, family, min(short, taken))
+    return added

@@ -72,13 +72,18 @@ def draw(rng: random.Random, found: Pools | Stream, limit: int | None) -> list[A
     return found.items if limit is None else found.items[:limit]
 
 
-def run_family(b: TaskBuilder, family: ModuleType) -> int:
-    """Add up to the family's quota of tasks; the number added."""
-    quota: int = max(1, round(family.QUOTA * b.spec.brief.task_mix.get(family.FAMILY, 1.0)))  # the variant's mix
-    limit = None if family.TRIES is None else quota * family.TRIES
+def quota(b: TaskBuilder, family: ModuleType) -> int:
+    """The family's quota in this world: its QUOTA scaled by the variant's mix."""
+    return max(1, round(family.QUOTA * b.spec.brief.task_mix.get(family.FAMILY, 1.0)))
+
+
+def run_family(b: TaskBuilder, family: ModuleType, wanted: int | None = None) -> int:
+    """Add up to ``wanted`` tasks of the family (default: its quota); the number added."""
+    wanted = quota(b, family) if wanted is None else wanted
+    limit = None if family.TRIES is None else wanted * family.TRIES
     made = 0
     for candidate in draw(b.rng, family.candidates(b), limit):
-        if made >= quota:
+        if made >= wanted:
             break
         plan = family.plan(b, candidate)
         if plan is not None:

@@ -1,0 +1,48 @@
+"""A variant's task mix shifts tasks between families but never takes a world under the 100-task floor.
+
+insurance-claims.startup v008 draws 0.75 for four families; with quotas scaled alone it had 99 tasks
+(the one world of the 2,000 under the floor). The top-up gives those families back what the mix took,
+only until the floor, and only appends: every task the families drew first stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from worldfactory.generate import tasks as task_gen
+from worldfactory.stages import STAGES
+from worldfactory.stages.core import BuildContext, WorkDir, inputs_fingerprint, run_make
+from worldfactory.stages.tasks import STAGE as TASKS
+from worldfactory.templates import load_templates
+
+SHORT = "insurance-claims.startup--v008"
+
+
+def _tasks_of(ctx: BuildContext) -> list[str]:
+    TASKS.make(ctx)
+    return ctx.work.read("tasks.jsonl", TASKS.name).decode().splitlines()
+
+
+def test_a_mix_that_lowers_quotas_is_topped_up_to_the_floor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ts = load_templates()
+    ctx = BuildContext(world_id=SHORT, templates=ts, work=WorkDir(tmp_path / SHORT, SHORT), data_root=tmp_path,
+                       inputs=inputs_fingerprint(ts, SHORT))
+    for stage in STAGES[: [s.name for s in STAGES].index(TASKS.name)]:
+        run_make(stage, ctx)
+    mix = ctx.brief(TASKS.name).task_mix
+    lowered = {f for f, factor in mix.items() if factor < 1}
+    assert lowered, mix  # the premise: this variant's mix lowers some families
+
+    floor = task_gen.TASK_FLOOR
+    topped = _tasks_of(ctx)
+    monkeypatch.setattr(task_gen, "TASK_FLOOR", 0)  # the quotas alone, as before the top-up
+    alone = _tasks_of(ctx)
+
+    assert len(alone) < floor <= len(topped)  # the mix took it under; the top-up brings it back
+    assert topped[: len(alone)] == alone  # appended only: the families' own draws are untouched
+    added = [json.loads(t) for t in topped[len(alone):]]
+    assert len(added) == floor - len(alone)  # no further than the floor
+    assert {t["family"] for t in added} <= lowered  # from the families the mix lowered
