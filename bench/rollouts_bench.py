@@ -36,10 +36,12 @@ def main() -> None:
     rollouts = run_rollouts(world, RolloutConfig(policy="noisy", k=8, error_rate=0.1))
     secs = time.perf_counter() - t0
     steps = sum(r.steps for r in rollouts)
-    run = {id(r.trace[0]): r.steps for r in rollouts if r.trace}  # a reused episode shares its steps
-    print(f"{wid}, noisy k=8 in process: {len(rollouts)} episodes, {steps} steps recorded, {sum(run.values())} "
+    # A reused episode shares its trace's Step objects, and episodes that part from a shared prefix share that
+    # prefix's: the distinct Step objects are the tool calls actually run.
+    run = len({id(s) for r in rollouts for s in r.trace})
+    print(f"{wid}, noisy k=8 in process: {len(rollouts)} episodes, {steps} steps recorded, {run} "
           f"run, in {secs:.2f} s: {len(rollouts) / secs:.0f} episodes/s, {steps / secs:.0f} steps/s recorded, "
-          f"{sum(run.values()) / secs:.0f} steps/s run")
+          f"{run / secs:.0f} steps/s run")
 
     ids = [t.task_id for t in world.tasks.values() if len(t.oracle) <= 20]
     plans = {world.tasks[t].instruction: ([c.model_dump() for c in world.tasks[t].oracle], world.tasks[t].answer)
