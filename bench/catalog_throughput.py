@@ -46,7 +46,8 @@ def main() -> None:
 
     instance = open_instance()
     instance.add_dynamic_partitions(world_partitions.name, ids)
-    rest = [w for w in every if w not in set(ids)]
+    chosen = set(ids)
+    rest = [w for w in every if w not in chosen]
     if rest:
         instance.add_dynamic_partitions(world_partitions.name, rest)
     instance.dispose()

@@ -30,7 +30,7 @@ def test_a_mix_that_lowers_quotas_is_topped_up_to_the_floor(tmp_path: Path, monk
     ts = load_templates()
     ctx = BuildContext(world_id=SHORT, templates=ts, work=WorkDir(tmp_path / SHORT, SHORT), data_root=tmp_path,
                        inputs=inputs_fingerprint(ts, SHORT))
-    for stage in STAGES[: [s.name for s in STAGES].index(TASKS.name)]:
+    for stage in STAGES[: STAGES.index(TASKS)]:
         run_make(stage, ctx)
     mix = ctx.brief(TASKS.name).task_mix
     lowered = {f for f, factor in mix.items() if factor < 1}
