@@ -31,10 +31,12 @@ test-packs: $(STAMP)  ## a full build per pack to the floors; the first three st
 	$(BIN)/python -m pytest tests/packs
 
 # World images (needs root on Debian: it installs podman). containers/engine.sh prepares the engine
-# idempotently (packages, .engine/containers.conf, the base image cached with `podman save`, the Docker
-# API socket .engine/podman.sock); then every example world gets its image, run and checked over MCP.
-images: $(STAMP)  ## container engine + the example worlds' images (after this: make test-images)
+# idempotently (packages, .engine/containers.conf and its drop-in for plain `podman run`, the base image
+# cached with `podman save`, the Docker API socket .engine/podman.sock); then every example world gets its
+# image, run and checked over MCP. The engine comes first: missing packages stop it before any other work.
+images:  ## container engine + the example worlds' images (after this: make test-images)
 	containers/engine.sh
+	@$(MAKE) --no-print-directory $(STAMP)
 	$(BIN)/worldfactory build --examples
 	$(BIN)/worldfactory image --examples --probe
 

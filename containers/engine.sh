@@ -4,7 +4,10 @@
 # Each step is skipped when its result is already there, so a second run takes a second or two:
 #   1. packages: podman, runc, debootstrap (apt), unless the commands exist;
 #   2. configuration: ENGINE_DIR/containers.conf (runc and cgroupfs: crun refuses hybrid cgroups;
-#      ulimits no higher than this host's hard limits, which root cannot raise without CAP_SYS_RESOURCE);
+#      ulimits no higher than this host's hard limits, which root cannot raise without CAP_SYS_RESOURCE),
+#      also installed as the drop-in DROP_IN, which podman reads by default, so a plain `podman run` in
+#      any shell works too (a drop-in overrides only these keys; /etc/containers/containers.conf is left
+#      alone, and a DROP_IN this script did not write is never replaced);
 #   3. the base image localhost/worldfactory-base:bookworm, made without a registry by debootstrap from
 #      the Debian mirror the host's apt sources name, then kept as a tar in CACHE_DIR (`podman save`)
 #      so a fresh engine loads it instead of bootstrapping again;
@@ -18,9 +21,11 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ENGINE_DIR="${WORLDFACTORY_ENGINE_DIR:-$ROOT/.engine}"
 CACHE_DIR="${WORLDFACTORY_IMAGE_CACHE:-${HOME:-/root}/.cache/worldfactory/images}"
 BASE="localhost/worldfactory-base:bookworm"
+DROP_IN="${WORLDFACTORY_CONTAINERS_DROP_IN:-/etc/containers/containers.conf.d/50-worldfactory.conf}"
+MARK="# Written by containers/engine.sh"
+PACKAGES=(podman runc debootstrap curl)
 SOCK="$ENGINE_DIR/podman.sock"
 export CONTAINERS_CONF="$ENGINE_DIR/containers.conf"
-mkdir -p "$ENGINE_DIR" "$CACHE_DIR"
 
 say() { echo "engine: $*"; }
 ping_socket() { curl -fsS --max-time 3 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }
@@ -33,28 +38,32 @@ if [ "${1:-}" = "stop" ]; then
   exit 0
 fi
 
-# 1. packages
+# 1. packages: installed when missing and apt-get is usable (root); otherwise one message, before any work
 missing=()
-for pair in podman:podman runc:runc debootstrap:debootstrap curl:curl; do
-  command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
-done
+for pkg in "${PACKAGES[@]}"; do command -v "$pkg" >/dev/null || missing+=("$pkg"); done
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null; then
-    echo "engine: missing ${missing[*]} and apt-get is not available; install them and run this again" >&2
+    echo "engine: ${missing[*]} missing, and there is no apt-get here to install them: install the packages" \
+         "${missing[*]} with this system's package manager, then run \`make images\` again" >&2
+    exit 1
+  elif [ "$(id -u)" != 0 ]; then
+    echo "engine: ${missing[*]} missing, and installing them needs root: run" \
+         "\`sudo apt-get install -y --no-install-recommends ${missing[*]}\`, then \`make images\` again" >&2
     exit 1
   fi
   say "installing ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
-  say "podman, runc and debootstrap are installed"
+  say "${PACKAGES[*]} are installed"
 fi
 
 # 2. configuration (rewritten every time: cheap, and follows the host's limits)
+mkdir -p "$ENGINE_DIR" "$CACHE_DIR"
 nofile="$(ulimit -Hn)"; [ "$nofile" = unlimited ] && nofile=1048576
 nproc="$(ulimit -Hu)"; { [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; } && nproc=32768
 cat > "$CONTAINERS_CONF.tmp" <<EOF
-# Written by containers/engine.sh: podman settings this host needs.
+$MARK: podman settings this host needs.
 [containers]
 default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 
@@ -64,6 +73,15 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
 mv "$CONTAINERS_CONF.tmp" "$CONTAINERS_CONF"
+if [ "$(id -u)" != 0 ]; then
+  :  # rootless podman keeps the user's own limits and reads the user's own configuration: nothing to install
+elif [ -e "$DROP_IN" ] && ! head -n1 "$DROP_IN" | grep -qF "$MARK"; then
+  say "left $DROP_IN alone (not written by this script): a plain \`podman run\` needs its settings from $CONTAINERS_CONF"
+elif ! cmp -s "$CONTAINERS_CONF" "$DROP_IN"; then
+  mkdir -p "$(dirname "$DROP_IN")"
+  cp "$CONTAINERS_CONF" "$DROP_IN.tmp" && mv "$DROP_IN.tmp" "$DROP_IN"
+  say "installed the settings as $DROP_IN (podman reads it in every shell)"
+fi
 
 # 3. base image
 if podman image exists "$BASE"; then

@@ -94,7 +94,8 @@ def _initialize(url: str) -> bool:
     return r.status_code == 200 and "result" in r.json()
 
 
-async def _list_tools(url: str) -> list[str]:
+async def list_tools(url: str) -> list[str]:
+    """The tool names an MCP server at `url` lists, through the MCP client over streamable HTTP."""
     from mcp import Client
 
     async with Client(url) as client:
@@ -151,7 +152,7 @@ def probe_image(image: str, bundle: Path, client: docker.DockerClient | None = N
                 return report
             time.sleep(0.1)
         report.first_answer_seconds = round(time.perf_counter() - started, 3)
-        tools = anyio.run(_list_tools, f"{url}/mcp")
+        tools = anyio.run(list_tools, f"{url}/mcp")
         expected = sorted(t["name"] for t in json.loads(published["tools.json"]))
         report.tools = len(tools)
         if tools != expected:
