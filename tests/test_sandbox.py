@@ -163,6 +163,39 @@ return {{"outcome": "refused" if len(errors) == 3 else "done", "error": errors}}
     assert any("unable to open" in e or "readonly" in e or "read-only" in e for e in out["error"]), out
 
 
+def test_landlock_writes_only_in_its_scratch_folder(worlds_dir: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Landlock (no mount namespace, the real file system): a write from C (SQLite, which no audit
+    hook sees) is refused outside the worker's scratch folder and works inside it; the folder goes
+    with the worker."""
+    if boundary.why_not("landlock"):
+        pytest.skip(str(boundary.why_not("landlock")))
+    monkeypatch.setenv(boundary.ENV_BOUNDARY, "landlock")
+    outside = tmp_path / "outside.db"
+    bundle, tool, param = plant(worlds_dir, tmp_path, f"""
+import sqlite3, sys
+inside = sys.modules['os'].environ['TMPDIR'] + '/inside.db'
+conn = sqlite3.connect(':memory:')
+conn.execute("CREATE TABLE t (a)")
+out = {{}}
+for where, path in (('outside', {str(outside)!r}), ('inside', inside)):
+    try:
+        conn.execute("VACUUM INTO ?", (path,))
+        out[where] = 'written'
+    except BaseException as exc:
+        out[where] = str(exc)
+return {{"outcome": "refused" if out['outside'] != 'written' else "done", "error": out, "scratch": inside}}""")
+    out = run_confined(bundle, tool, param)
+    assert out["outcome"] == "refused" and "unable to open" in out["error"]["outside"], out
+    assert out["error"]["inside"] == "written", out
+    assert not outside.exists()
+    scratch = Path(out["scratch"]).parent
+    assert scratch.is_dir() and scratch.name.startswith(boundary.SCRATCH_PREFIX)
+    assert (scratch / "inside.db").is_file()  # the one folder it may write: the parent's temp folder
+    confine.shutdown()
+    assert not scratch.exists()
+
+
 def test_authorizer_removal(worlds_dir: Path, tmp_path: Path, target: Path, under: str) -> None:
     before = seed_hash(worlds_dir)
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""

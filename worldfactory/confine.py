@@ -685,13 +685,13 @@ def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = (), open_files: i
     """Run `python -m worldfactory.cli ARGV` under the boundary in use; stdio passes through. Returns its exit code."""
     started = boundary.Started(boundary.choose(), ["-c", BOOT_CLI, ENGINE_ROOT, *argv], lambda: limits(open_files),
                                pass_fds=pass_fds)
+    killed: list[int] = []
 
-    def terminated(signum: int, _frame: Any) -> None:  # as before: the server goes with this process, and so
-        started.proc.kill()                             # does its scratch folder (Landlock's is on disk)
-        started.proc.wait()
-        started.done()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
+    def terminated(signum: int, _frame: Any) -> None:
+        """SIGTERM: the server goes with this process, as it always did, and so does its scratch folder
+        (Landlock's is a real folder, not bubblewrap's tmpfs); then this process ends by the signal."""
+        killed.append(signum)
+        started.proc.kill()
 
     in_main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
     previous = signal.signal(signal.SIGTERM, terminated) if in_main else None
@@ -704,6 +704,9 @@ def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = (), open_files: i
         if in_main:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
         started.done()
+        if killed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 # --- the worker's main loop --------------------------------------------------------------------------
