@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -56,11 +57,61 @@ def test_choice_falls_back_and_says_what_to_do(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert boundary.why_not("bubblewrap") == "bubblewrap is not installed"
     assert boundary.choose() == "landlock"
-    monkeypatch.setattr(landlock, "abi", lambda: 0)  # an old kernel, or Landlock left out of lsm=
+    monkeypatch.setattr(landlock, "missing", lambda: "this kernel has no Landlock")  # an old kernel
     with pytest.raises(ConfinementError, match=r"none can start here \(bubblewrap: bubblewrap is not installed; "
                                                r"landlock: this kernel has no Landlock.*`bubblewrap`.*Landlock.*"
                                                r"--unconfined or WORLDFACTORY_UNCONFINED=1"):
         boundary.choose()
+
+
+# A container without user namespaces (Docker's default seccomp policy does this): unshare(2) and clone(2)
+# with CLONE_NEWUSER refused, clone3 "not implemented" (so that glibc falls back to clone); with "1" also
+# Landlock's three system calls refused. The child then chooses a boundary and runs a job confined.
+CONTAINER = """
+import json, struct, sys, ctypes
+sys.path.insert(0, sys.argv[1])
+EPERM, ENOSYS, ALLOW = 0x00050001, 0x00050026, 0x7FFF0000
+denied = [272] + ([444, 445, 446] if sys.argv[2] == "1" else [])
+prog = [(0x20, 0, 0, 4), (0x15, 1, 0, 0xC000003E), (0x06, 0, 0, ALLOW), (0x20, 0, 0, 0)]
+for nr in denied:
+    prog += [(0x15, 0, 1, nr), (0x06, 0, 0, EPERM)]
+prog += [(0x15, 0, 1, 435), (0x06, 0, 0, ENOSYS), (0x15, 0, 3, 56), (0x20, 0, 0, 16),
+         (0x45, 0, 1, 0x10000000), (0x06, 0, 0, EPERM), (0x06, 0, 0, ALLOW)]
+code = b"".join(struct.pack("HBBI", *op) for op in prog)
+buf = ctypes.create_string_buffer(code)
+class Fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+fprog = Fprog(len(prog), ctypes.addressof(buf))
+assert libc.prctl(38, 1, 0, 0, 0) == 0 and libc.prctl(22, 2, ctypes.byref(fprog), 0, 0) == 0
+from worldfactory import boundary, confine
+out = {"bubblewrap": boundary.why_not("bubblewrap"), "landlock": boundary.why_not("landlock")}
+try:
+    out["chosen"] = boundary.choose()
+    out["ping"] = confine.run_job("ping")
+    out["worker"] = confine.worker().boundary
+except confine.ConfinementError as exc:
+    out["error"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not HAS["landlock"] or platform.machine() != "x86_64", reason="needs Landlock on x86_64 Linux")
+def test_a_container_without_user_namespaces_gets_landlock() -> None:
+    def container(no_landlock: bool) -> dict:
+        r = subprocess.run([sys.executable, "-I", "-c", CONTAINER, str(ROOT), "1" if no_landlock else "0"],
+                           capture_output=True, text=True, timeout=120, env={"PATH": os.environ["PATH"]})
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    out = container(no_landlock=False)
+    if HAS["bubblewrap"]:  # installed, and it cannot start here
+        assert "bwrap cannot start here (bwrap: No permissions to create new namespace" in out["bubblewrap"], out
+    assert out["landlock"] is None and out["chosen"] == "landlock", out
+    assert out["ping"] == "pong" and out["worker"] == "landlock", out  # a confined job ran, no privileges needed
+    out = container(no_landlock=True)
+    assert "none can start here" in out["error"] and "a container's seccomp policy?" in out["error"], out
+    assert "--unconfined" in out["error"]
 
 
 def test_no_boundary_stops_a_build_before_any_work(tmp_path: Path, small_templates: Path) -> None:

@@ -71,7 +71,7 @@ def why_not(kind: str) -> str | None:
         path = shutil.which("bwrap")
         return "bubblewrap is not installed" if path is None else _bwrap_fails(path)
     if kind == "landlock":
-        return None if landlock.abi() >= 1 else "this kernel has no Landlock (Linux 5.13+, enabled in lsm=)"
+        return landlock.missing()
     raise ConfinementError(f"{ENV_BOUNDARY}={kind!r}: not a boundary; use one of {', '.join(BOUNDARIES)} "
                            "(or leave it unset to take the first that works)")
 

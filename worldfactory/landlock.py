@@ -11,6 +11,7 @@ Kernel documentation: Documentation/userspace-api/landlock.rst (linux 6.x), the 
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 import platform
@@ -47,11 +48,27 @@ def _syscall() -> Any:
 
 
 def abi() -> int:
-    """The kernel's Landlock ABI version; 0 where there is none (an old kernel, Landlock off, not x86_64)."""
+    """The kernel's Landlock ABI version; 0 where there is none (see `missing` for why)."""
+    return _probe()[0]
+
+
+def missing() -> str | None:
+    """Why this process cannot use Landlock, in words; None when it can."""
+    return _probe()[1]
+
+
+@functools.cache
+def _probe() -> tuple[int, str | None]:
     if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64"):
-        return 0
+        return 0, f"Landlock is driven here on x86_64 and aarch64 Linux only, not {sys.platform} {platform.machine()}"
     version = _syscall()(SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION))
-    return int(version) if version > 0 else 0
+    if version > 0:
+        return int(version), None
+    err = ctypes.get_errno()
+    why = {errno.ENOSYS: "this kernel has no Landlock (Linux 5.13+ built with CONFIG_SECURITY_LANDLOCK)",
+           errno.EOPNOTSUPP: "Landlock is built into this kernel but off (add landlock to the lsm= boot parameter)",
+           errno.EPERM: "Landlock's system calls are refused here (a container's seccomp policy?)"}
+    return 0, why.get(err, f"Landlock is not usable here ({os.strerror(err)})")
 
 
 def fs_rights(version: int) -> int:
@@ -82,7 +99,7 @@ def restrict(writable: tuple[str, ...], writable_files: tuple[str, ...] = ("/dev
     `writable_files`), no TCP where the ABI allows. Sets PR_SET_NO_NEW_PRIVS. Returns what was enforced."""
     version = abi()
     if version < 1:
-        raise LandlockError(0, "this kernel has no Landlock (Linux 5.13+ with lsm=landlock)")
+        raise LandlockError(errno.ENOSYS, str(missing()))
     handled_fs = fs_rights(version)
     handled_net = BIND_TCP | CONNECT_TCP if version >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if version >= 6 else 0
