@@ -17,6 +17,8 @@ import json
 import shutil
 import socket
 import sqlite3
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -167,11 +169,16 @@ def test_landlock_writes_only_in_its_scratch_folder(worlds_dir: Path, tmp_path: 
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Under Landlock (no mount namespace, the real file system): a write from C (SQLite, which no audit
     hook sees) is refused outside the worker's scratch folder and works inside it; the folder goes
-    with the worker."""
+    with the worker, and one a killed process left goes when the next worker starts."""
     if boundary.why_not("landlock"):
         pytest.skip(str(boundary.why_not("landlock")))
     monkeypatch.setenv(boundary.ENV_BOUNDARY, "landlock")
     outside = tmp_path / "outside.db"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process that has ended: its scratch folder (left by a kill) goes when the next worker starts
+    stale = Path(tempfile.gettempdir()) / f"{boundary.SCRATCH_PREFIX}{gone.pid}-planted"
+    stale.mkdir()
+    confine.shutdown()
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""
 import sqlite3, sys
 inside = sys.modules['os'].environ['TMPDIR'] + '/inside.db'
@@ -192,6 +199,7 @@ return {{"outcome": "refused" if out['outside'] != 'written' else "done", "error
     scratch = Path(out["scratch"]).parent
     assert scratch.is_dir() and scratch.name.startswith(boundary.SCRATCH_PREFIX)
     assert (scratch / "inside.db").is_file()  # the one folder it may write: the parent's temp folder
+    assert not stale.exists()
     confine.shutdown()
     assert not scratch.exists()
 
