@@ -114,6 +114,17 @@ def test_a_container_without_user_namespaces_gets_landlock() -> None:
     assert "--unconfined" in out["error"]
 
 
+def test_a_worker_that_skipped_landlock_refuses_to_start(tmp_path: Path) -> None:
+    """Started for Landlock but booted without boundary.enter(): the worker stops before it serves a job."""
+    env = {"PATH": "/usr/bin:/bin", boundary.ENV_INSIDE: "1", boundary.ENV_BOUNDARY: "landlock",
+           boundary.ENV_SCRATCH: str(tmp_path)}
+    boot = "import sys; sys.path.insert(0, sys.argv[1]); from worldfactory import confine; confine.main()"
+    r = subprocess.run([sys.executable, "-I", "-B", "-c", boot, str(ROOT)], capture_output=True, text=True,
+                       env=env, timeout=60, input="")
+    assert r.returncode != 0 and "started to run under Landlock but has not restricted itself" in r.stderr, r.stderr
+    assert r.stdout == ""  # not even "ready"
+
+
 def test_no_boundary_stops_a_build_before_any_work(tmp_path: Path, small_templates: Path) -> None:
     env = {**os.environ, "PATH": str(fake_bwrap(tmp_path / "bin")), "WORLDFACTORY_TEMPLATES": str(small_templates),
            boundary.ENV_BOUNDARY: "bubblewrap"}

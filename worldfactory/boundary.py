@@ -186,3 +186,14 @@ def enter() -> None:
     if os.getppid() != int(os.environ.get(ENV_PARENT, "0")):
         os._exit(1)  # the parent died before the line above: nobody is waiting for this process
     landlock.restrict((os.environ[ENV_SCRATCH],))
+    _ENTERED.append("landlock")
+
+
+_ENTERED: list[str] = []
+
+
+def check_entered() -> None:
+    """Before the in-process layers go on: a process started for Landlock must have restricted itself."""
+    if os.environ.get(ENV_INSIDE) == "1" and os.environ.get(ENV_BOUNDARY) == "landlock" and not _ENTERED:
+        raise ConfinementError("this process was started to run under Landlock but has not restricted itself "
+                               "(worldfactory.boundary.enter() must run first); refusing to run generated code")

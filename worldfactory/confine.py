@@ -188,6 +188,7 @@ def harden(preload: tuple[str, ...] = ()) -> None:
     global _HARDENED
     if _HARDENED:
         return
+    boundary.check_entered()
     import importlib
 
     for name in ("asyncio", "json", "sqlite3", *preload):
