@@ -298,9 +298,9 @@ class Worker:
     def __init__(self, kind: str) -> None:
         self.boundary = kind
         self.started = time.perf_counter()
-        self._started = boundary.Started(kind, ["-c", BOOT_WORKER, ENGINE_ROOT], limits, stdin=subprocess.PIPE,
+        self._launch = boundary.Started(kind, ["-c", BOOT_WORKER, ENGINE_ROOT], limits, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True)
-        self.proc = self._started.proc
+        self.proc = self._launch.proc
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.cpu = 0.0  # CPU seconds the worker reported for its jobs
@@ -366,7 +366,7 @@ class Worker:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        self._started.done()
+        self._launch.done()
 
 
 _WORKERS: dict[str, Worker] = {}  # by boundary: one in use, unless WORLDFACTORY_BOUNDARY changes (tests)
