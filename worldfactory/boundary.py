@@ -134,11 +134,11 @@ class Started:
 
     def __init__(self, kind: str, python_args: list[str], limits: Callable[[], None], **popen: Any) -> None:
         self.kind = kind
+        self.scratch: str | None = None  # bubblewrap's is a tmpfs inside; Landlock's a folder here
+        self._finalize: weakref.finalize | None = None
         cmd = [sys.executable, "-I", "-B", *python_args]
         if kind == "bubblewrap":
-            self.scratch = None
             self.proc = subprocess.Popen([*bwrap_argv(), *cmd], preexec_fn=limits, **popen)
-            self._finalize = weakref.finalize(self, lambda: None)
             return
         _remove_stale_scratch()
         self.scratch = tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-")
@@ -152,7 +152,8 @@ class Started:
 
     def done(self) -> None:
         """The process has ended (or is abandoned): its scratch folder goes."""
-        self._finalize()
+        if self._finalize is not None:
+            self._finalize()
 
 
 def _remove(folder: str, owner: int) -> None:
