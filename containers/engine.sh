@@ -2,7 +2,7 @@
 # Prepares a container engine on a Debian machine, idempotently, and starts its Docker API socket.
 #
 # Each step is skipped when its result is already there, so a second run takes a second or two:
-#   1. packages: podman, runc, debootstrap (apt), unless the commands exist;
+#   1. packages: podman, runc, debootstrap, curl (scripts/system-packages.sh images), unless there;
 #   2. configuration: ENGINE_DIR/containers.conf (runc and cgroupfs: crun refuses hybrid cgroups;
 #      ulimits no higher than this host's hard limits, which root cannot raise without CAP_SYS_RESOURCE),
 #      also installed as the drop-in DROP_IN, which podman reads by default, so a plain `podman run` in
@@ -23,7 +23,6 @@ CACHE_DIR="${WORLDFACTORY_IMAGE_CACHE:-${HOME:-/root}/.cache/worldfactory/images
 BASE="localhost/worldfactory-base:bookworm"
 DROP_IN="${WORLDFACTORY_CONTAINERS_DROP_IN:-/etc/containers/containers.conf.d/50-worldfactory.conf}"
 MARK="# Written by containers/engine.sh"
-PACKAGES=(podman runc debootstrap curl)
 SOCK="$ENGINE_DIR/podman.sock"
 export CONTAINERS_CONF="$ENGINE_DIR/containers.conf"
 
@@ -38,25 +37,10 @@ if [ "${1:-}" = "stop" ]; then
   exit 0
 fi
 
-# 1. packages: installed when missing and apt-get is usable (root); otherwise one message, before any work
-missing=()
-for pkg in "${PACKAGES[@]}"; do command -v "$pkg" >/dev/null || missing+=("$pkg"); done
-if [ ${#missing[@]} -gt 0 ]; then
-  if ! command -v apt-get >/dev/null; then
-    echo "engine: ${missing[*]} missing, and there is no apt-get here to install them: install the packages" \
-         "${missing[*]} with this system's package manager, then run \`make images\` again" >&2
-    exit 1
-  elif [ "$(id -u)" != 0 ]; then
-    echo "engine: ${missing[*]} missing, and installing them needs root: run" \
-         "\`sudo apt-get install -y --no-install-recommends ${missing[*]}\`, then \`make images\` again" >&2
-    exit 1
-  fi
-  say "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-else
-  say "${PACKAGES[*]} are installed"
-fi
+# 1. packages (declared in scripts/system-packages.sh): installed when missing and apt-get is usable;
+#    otherwise it stops here, before any work, naming the packages and the command that installs them
+"$ROOT/scripts/system-packages.sh" images
+say "the packages it needs are installed"
 
 # 2. configuration (rewritten every time: cheap, and follows the host's limits)
 mkdir -p "$ENGINE_DIR" "$CACHE_DIR"

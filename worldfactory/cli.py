@@ -129,6 +129,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 2
     for wid in ids:
         check_world_id(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
+    from worldfactory import boundary, confine
+
+    # before any work: which boundary generated code runs under (none can start: one message saying what to do)
+    ERR.print(f"generated code runs under: {boundary.describe(confine.boundary_name())}", markup=False,
+              highlight=False, soft_wrap=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=ERR, transient=False)
     with progress:
@@ -410,7 +415,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """The server process is confined whole: re-executed under bubblewrap (HTTP gets a socket bound here)."""
+    """The server process is confined whole: re-executed under the OS boundary (HTTP gets a socket bound here)."""
     from worldfactory import confine
 
     path = resolve_world(args.world)
@@ -454,7 +459,7 @@ def _serve_confined(args: argparse.Namespace, path: Path) -> int:
     # here: uvicorn takes an inherited fd for a Unix socket, so asyncio never sets it, and Nagle's
     # algorithm against delayed ACKs then costs 40 ms a response.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    read_end, write_end = os.pipe()  # the token goes in through a pipe: never in argv, and bwrap clears env
+    read_end, write_end = os.pipe()  # the token goes in through a pipe: never in argv, and the env is cleared
     try:
         os.write(write_end, token.encode())
         os.close(write_end)

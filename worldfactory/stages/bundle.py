@@ -53,6 +53,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs,
                               [s.name for s in STAGES])
     manifest["verifier_validity"] = served.get("validity", {})
+    manifest["boundary"] = confine.boundary_name()  # what the generated code ran under; not an input (fingerprints)
     rollouts = json.loads(files["rollouts.json"])
     manifest["counts"]["curated_tasks"] = int(proofs["curated_tasks"].details["kept"])
     manifest["pass_band"] = {"policy": rollouts["policy"], "k": rollouts["k"], "histogram": rollouts["histogram"]}
