@@ -68,7 +68,7 @@ class _Local:
     def __init__(self, world: Any) -> None:
         if isinstance(world, str | Path):
             from worldfactory import confine
-            from worldfactory.cli import resolve_world
+            from worldfactory.data_root import resolve_world
 
             world = confine.open_world(resolve_world(str(world)))
         self.world = world
