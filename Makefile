@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TRAINERS := $(VENV)/.installed-trainers
 
-.PHONY: demo test lint bench clean images test-images test-packs
+.PHONY: demo test lint bench clean images test-images test-packs screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -40,6 +40,10 @@ images: $(STAMP)  ## container engine + the example worlds' images (after this: 
 
 test-images: $(STAMP)  ## tests against real images and containers (needs `make images` first)
 	$(BIN)/python -m pytest -n0 tests/images
+
+screenshots: $(STAMP)  ## the README's docs/world-page.png and docs/catalog-site.png, from the examples as built now (needs Chromium)
+	$(BIN)/worldfactory build --examples
+	$(BIN)/python docs/screenshots.py --out docs
 
 lint: $(STAMP)
 	$(BIN)/ruff check worldfactory assets pipelines resources tests bench

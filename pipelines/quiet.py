@@ -5,14 +5,12 @@ They tell whoever writes the code location that an API may change (`backfill_pol
 can do nothing about them, and 27 such blocks buried the result table. pipelines/__init__.py
 installs the filters before any asset, sensor or job is defined, so every process that loads the
 code location (the CLI, its build workers, the code server of `worldfactory ui`) is quiet.
-
-`python -m pipelines.quiet ARGS...` is the `dagster` command with the same filters: `worldfactory
-ui` starts `dagster dev` through it.
+`python -m pipelines ARGS...` (pipelines/__main__.py) is the `dagster` command with the same
+filters: `worldfactory ui` starts `dagster dev` through it.
 """
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 from dagster_shared.utils.warnings import BetaWarning, PreviewWarning, SupersessionWarning
@@ -24,10 +22,3 @@ def install() -> None:
     for category in STABILITY_WARNINGS:
         warnings.filterwarnings("ignore", category=category)
 
-
-if __name__ == "__main__":
-    install()
-    from dagster._cli import main
-
-    sys.argv[0] = "dagster"
-    sys.exit(main())

@@ -4,6 +4,7 @@ image, query, delete, ui."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -17,6 +18,7 @@ from rich.table import Table
 
 from worldfactory.data_root import data_root, resolve_world
 from worldfactory.parallel import default_jobs
+from worldfactory.ports import SERVE_PORT
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
 
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
     from worldfactory.rollouts import RolloutConfig
 
 ERR = Console(stderr=True)
-SERVE_PORT = 8100  # `serve --transport http`; 8000 is the usual model server's (vLLM), which an RL set-up runs too
 
 
 def out_console() -> Console:
@@ -614,19 +615,77 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    import subprocess
-
     from pipelines.runner import dagster_home, workspace_file
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()), WORLDFACTORY_DATA=str(_root(args).resolve()))
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace_file()),
+    cmd = [sys.executable, "-m", "pipelines", "dev", "-w", str(workspace_file()),  # `dagster dev`, quiet
            "-h", args.host, "-p", str(args.port)]
     ERR.print(f"Dagster UI on http://{args.host}:{args.port} (webserver and daemon; Ctrl-C stops both). "
               f"Instance: {env['DAGSTER_HOME']}; data: {env['WORLDFACTORY_DATA']}")
+    return run_process_group(cmd, env=env, cwd=str(workspace_file().parent))
+
+
+def run_process_group(cmd: list[str], env: dict[str, str], cwd: str, grace: float = 20.0) -> int:
+    """Run cmd in a process group of its own and leave nothing of it behind.
+
+    SIGINT or SIGTERM here asks its leader to stop (SIGINT: `dagster dev` then stops the webserver,
+    daemon and code servers it started); after `grace` seconds, or once the leader is gone, whatever
+    is left of the group is killed. Without the group, a killed wrapper left the webserver answering.
+    """
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, start_new_session=True)
+    asked: list[float] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        asked.append(time.monotonic())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return subprocess.call(cmd, env=env, cwd=str(workspace_file().parent))
-    except KeyboardInterrupt:
-        return 0
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if asked and time.monotonic() - asked[0] > grace:
+                    proc.kill()
+    finally:
+        _end_group(proc.pid, grace=5.0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if asked else code
+
+
+def _end_group(pgid: int, grace: float) -> None:
+    """SIGTERM every process left in the group, then SIGKILL those still there after `grace` seconds."""
+    import signal
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(0.1)
+
+
+def group_alive(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, read from /proc."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(stat.parent.name))
+    return alive
 
 
 DATA_HELP = "data root: worlds are found under DATA/worlds (default $WORLDFACTORY_DATA, else data/)"
@@ -637,7 +696,8 @@ def _data_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _policy_args(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai"])
+    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai"],
+                   help="who acts: the task's oracle plan, nobody, random calls, the oracle with errors, or a model")
     p.add_argument("--error-rate", type=float, default=0.1, help="noisy policy: chance each step goes wrong")
     p.add_argument("--base-url", help="openai policy: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", help="openai policy: the model name the server serves")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 ENV_DATA = "WORLDFACTORY_DATA"
 DEFAULT_DATA = "data"
-SEED_TYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+$")  # a seed type: DOMAIN.COMPANY_TYPE, without --vNNN
+SEED_TYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+(?<!--v\d{3})$")  # a seed type: DOMAIN.COMPANY_TYPE, without --vNNN
 
 
 def data_root(explicit: str | Path | None = None) -> Path:
@@ -33,7 +33,7 @@ def resolve_world(ref: str | Path, root: str | Path | None = None) -> Path:
     if SEED_TYPE_RE.match(str(ref)):  # a seed type names many worlds: point at its first one
         wid = f"{ref}--v001"
         hint = (f"'{ref}' is a seed type, not a world ID; its first world is {wid}, "
-                + ("built: name it by that ID" if (worlds / wid).is_dir() else
+                + (f"built: name it by that ID (`worldfactory show {wid}`)" if (worlds / wid).is_dir() else
                    f"not built yet: `worldfactory build {wid}`"))
         raise WorldError(f"no world '{ref}' under {worlds}: {hint}")
     raise WorldError(f"no world '{ref}': not a folder, and not built under {worlds}; "
