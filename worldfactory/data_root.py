@@ -17,7 +17,8 @@ SEED_TYPE_RE = re.compile(r"^[a-z0-9-]+\.[a-z0-9-]+(?<!--v\d{3})$")  # a seed ty
 
 
 def data_root(explicit: str | Path | None = None) -> Path:
-    return Path(explicit) if explicit else Path(os.environ.get(ENV_DATA) or DEFAULT_DATA)
+    """Absolute: a build's confined stages and worker processes do not share this process's working directory."""
+    return (Path(explicit) if explicit else Path(os.environ.get(ENV_DATA) or DEFAULT_DATA)).absolute()
 
 
 def resolve_world(ref: str | Path, root: str | Path | None = None) -> Path:
