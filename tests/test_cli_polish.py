@@ -105,10 +105,6 @@ def test_a_closed_pipe_ends_quietly(args: list[str]) -> None:
         os.close(write_end)
     assert "Traceback" not in r.stderr and "BrokenPipeError" not in r.stderr, r.stderr
     assert r.returncode != 0  # nothing reached the reader: not a success
-    if shutil.which("head"):
-        shell = subprocess.run(f"'{PYTHON}' -m worldfactory.cli {' '.join(args)} | head -c 1", shell=True,
-                               capture_output=True, text=True, timeout=60)
-        assert "Traceback" not in shell.stderr, shell.stderr
 
 
 # --- --version, --help defaults, --data ---------------------------------------------------------------------
