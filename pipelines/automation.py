@@ -1,7 +1,6 @@
 """Registration sensor (new worlds from the registry and data/briefs/) and the nightly rebuild."""
 
 # No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
-import warnings
 
 import dagster as dg
 
@@ -51,11 +50,10 @@ def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: Worl
     )
 
 
-with warnings.catch_warnings():  # `use_user_code_server` is beta in Dagster 1.13; the custom condition needs it
-    warnings.simplefilter("ignore", dg.BetaWarning)
-    nightly_rebuild = dg.AutomationConditionSensorDefinition(
-        "nightly_rebuild", target=dg.AssetSelection.groups(GROUP, "catalog"),
-        default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60, use_user_code_server=True,
-        description="At 03:00 UTC rebuilds the registered worlds whose inputs changed (engine source, the template "
-                    "files and brief each reads) or that were never built; refreshes the catalog at 03:30 UTC.",
-    )
+# `use_user_code_server` is beta in Dagster 1.13 (the custom condition needs it): its warning is off (quiet.py)
+nightly_rebuild = dg.AutomationConditionSensorDefinition(
+    "nightly_rebuild", target=dg.AssetSelection.groups(GROUP, "catalog"),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60, use_user_code_server=True,
+    description="At 03:00 UTC rebuilds the registered worlds whose inputs changed (engine source, the template "
+                "files and brief each reads) or that were never built; refreshes the catalog at 03:30 UTC.",
+)

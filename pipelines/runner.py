@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -216,8 +215,6 @@ _WORKER: dict[str, Any] = {}  # a --jobs worker process's store, instance and jo
 
 
 def _worker_init(root: str, templates_root: str) -> None:
-    warnings.filterwarnings("ignore", category=dg.BetaWarning)
-    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     store = WorldStore(root=root, templates_root=templates_root)
     _WORKER.update(store=store, instance=open_instance(),
                    job=make_definitions(store).resolve_job_def("world_build"))
@@ -249,8 +246,6 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
     A world that is current (assets/versions.py: Dagster's latest bundle and the published one
     both record its current inputs fingerprint) is skipped unless `force`.
     """
-    warnings.filterwarnings("ignore", category=dg.BetaWarning)
-    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     instance = open_instance()
     fail_dead_runs(instance)
     defs = make_definitions(store)

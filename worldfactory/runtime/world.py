@@ -218,8 +218,11 @@ class World:
 
     @classmethod
     def open(cls, path: str | Path, verify: bool = True) -> World:
-        """Load a bundle; every file must match its hash in world.json (verify=False skips that, for development)."""
-        root = Path(path)
+        """Load a bundle (a folder, or a world ID under the data root as the CLI finds it: data_root.py);
+        every file must match its hash in world.json (verify=False skips that, for development)."""
+        from worldfactory.data_root import resolve_world
+
+        root = resolve_world(path)
         return cls(read_bundle(root, verify), root)
 
     def seed_rows(self, table: str) -> dict[int, tuple[Any, ...]]:
