@@ -11,8 +11,6 @@ way its stages were run (engine or Dagster, one process or several).
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import time
@@ -23,7 +21,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-import worldfactory
 from worldfactory import confine
 from worldfactory.generate.bundle import sha256
 from worldfactory.rollouts import RolloutConfig
@@ -218,16 +215,6 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
 
     write_cost_rows(ctx.data_root / "catalog", ctx.world_id, ctx.work.costs())
     return proof
-
-
-@functools.cache
-def engine_fingerprint() -> str:
-    """Hash of the engine's own source: a world is up to date only if this and the templates match."""
-    root = Path(worldfactory.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def inputs_fingerprint(templates: TemplateSet, world_id: str = "", briefs_dir: Path | None = None) -> str:
