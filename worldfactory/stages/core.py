@@ -171,6 +171,8 @@ class Stage:
     confined: tuple[str, ...] = ()  # its steps ("make", "prove") that execute generated tool code: they run
     #                                 in the confined worker (worldfactory.confine)
     uses_model: bool = False  # it may call a model server (rate limits, retries, the llm_api pool)
+    publish: Callable[[BuildContext], None] | None = None  # what it puts where others see it: run by run_prove,
+    #                                                        only once its proof has passed
 
 
 def _cpu() -> float:
@@ -195,12 +197,17 @@ def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
 def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
     """Run one stage's proof and record it; any failure becomes a failed Proof with the reason.
 
-    The proof's time is added to the stage's cost record: proving is part of what a stage costs.
+    A stage that publishes (world_bundle) publishes here, after its proof passed and only then, so
+    that every path that runs stages (the engine's build_world, the Dagster assets, drafting) publishes
+    proven worlds alone. A publish that fails fails the proof. The proof's time is added to the stage's
+    cost record: proving is part of what a stage costs.
     """
     files = ctx.work.hashes(stage.writes)
     wall, cpu = time.perf_counter(), _cpu()
     try:
         details = confine.run_stage(stage, "prove", ctx)
+        if stage.publish is not None:
+            stage.publish(ctx)
         proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=True, details=details,
                       files=files)
     except Exception as exc:  # the reason goes into the check's metadata; the check fails
