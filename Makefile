@@ -7,7 +7,7 @@ TRAINERS := $(VENV)/.installed-trainers
 
 .PHONY: demo test lint bench clean images test-images test-packs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"

@@ -4,6 +4,6 @@ Every process that loads it (the CLI's builds, their worker processes, `dagster 
 launches) writes the local instance's SQLite files without a disk wait per write (instance_sync).
 """
 
-from pipelines import instance_sync
+from worldfactory_dagster.pipelines import instance_sync
 
 instance_sync.install()

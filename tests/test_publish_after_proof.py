@@ -11,15 +11,15 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-import assets.stage
 import worldfactory.stages.pipeline
-from pipelines.definitions import make_definitions
-from resources.world_store import WorldStore
+import worldfactory_dagster.assets.stage as stage_assets_module
 from tests.conftest import SMALL
 from worldfactory.stages import STAGES
 from worldfactory.stages.core import BuildContext, StageError
 from worldfactory.stages.pipeline import StageFailed, build_world
 from worldfactory.templates import load_templates
+from worldfactory_dagster.pipelines.definitions import make_definitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 PLANTED = "planted fault: bundle_complete fails"
 WORLD_ROWS = ("worlds", "tasks", "rollouts", "traces")  # the rows of a published world (costs record any build)
@@ -35,7 +35,7 @@ def planted(monkeypatch: pytest.MonkeyPatch) -> None:
     """The stage registry as both paths read it, with world_bundle's proof failing (run here, not confined)."""
     stages = (*STAGES[:-1], dataclasses.replace(STAGES[-1], prove=_failing_proof, confined=()))
     monkeypatch.setattr(worldfactory.stages.pipeline, "STAGES", stages)
-    monkeypatch.setattr(assets.stage, "STAGES", stages)
+    monkeypatch.setattr(stage_assets_module, "STAGES", stages)
 
 
 def _digests(folder: Path) -> dict[str, str]:
