@@ -4,6 +4,7 @@ top-level `assets`, `resources` or `pipelines` that another project's imports wo
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -61,3 +62,17 @@ def test_the_distribution_lists_only_project_named_top_level_packages() -> None:
     for name in GENERIC:
         assert (ROOT / dist.package_dir[f"worldfactory_dagster.{name}"] / "__init__.py").is_file()
     assert "worldfactory_dagster.pipelines.definitions" in (ROOT / "workspace.yaml").read_text()
+
+
+def test_no_source_imports_the_folders_by_their_bare_names() -> None:
+    """`from pipelines.runner import ...` would still work from the repository's root (it is on sys.path
+    there) but load a second copy of the code location beside worldfactory_dagster.*: every import of
+    the Dagster folders goes through the installed name."""
+    bare = []
+    for folder in ("worldfactory", *GENERIC, "tests", "bench", "deploy"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else
+                         [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                bare += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in GENERIC]
+    assert not bare, bare
