@@ -11,7 +11,7 @@ SYSTEM := PY=$(PY) scripts/system-packages.sh
 
 .PHONY: demo test test-fast lint bench clean images test-images test-packs fresh-check screenshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@$(PY) -c "" 2>/dev/null || { echo "error: $(PY) does not run here; install Debian's python3 (3.11), or name another interpreter (3.11 to 3.13) with PY=..." >&2; exit 1; }
 	@$(SYSTEM) venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -68,7 +68,7 @@ screenshots: packages-test $(STAMP)  ## the README's docs/world-page.png and doc
 	$(BIN)/python docs/screenshots.py --out docs
 
 lint: $(STAMP)
-	$(BIN)/ruff check worldfactory assets pipelines resources tests bench docs
+	$(BIN)/ruff check worldfactory assets pipelines resources tests bench docs setup.py
 
 bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
 	$(BIN)/python bench/factory_bench.py

@@ -5,10 +5,10 @@ launches) writes the local instance's SQLite files without a disk wait per write
 and none of them prints Dagster's API-stability warnings (quiet).
 """
 
-from pipelines import quiet
+from worldfactory_dagster.pipelines import quiet
 
 quiet.install()  # before any definition below is made: the warnings fire when assets are defined
 
-from pipelines import instance_sync  # noqa: E402
+from worldfactory_dagster.pipelines import instance_sync  # noqa: E402
 
 instance_sync.install()

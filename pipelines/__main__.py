@@ -1,4 +1,5 @@
-"""`python -m pipelines ARGS...`: the `dagster` command, without its API-stability warnings (see quiet.py).
+"""`python -m worldfactory_dagster.pipelines ARGS...`: the `dagster` command, without its API-stability
+warnings (see quiet.py).
 
 Importing the package installed the filters; `dagster dev` itself warns that it is superseded by `dg dev`.
 """

@@ -4,13 +4,13 @@
 
 import dagster as dg
 
-from assets.stage import GROUP
-from pipelines.jobs import world_build
-from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
-from resources.world_store import WorldStore
 from worldfactory.registry import wanted_worlds
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.templates import TemplateError
+from worldfactory_dagster.assets.stage import GROUP
+from worldfactory_dagster.pipelines.jobs import world_build
+from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START, world_partitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 
 def range_requests(new: list[str], size: int = WORLDS_PER_RUN) -> list[dg.RunRequest]:

@@ -5,7 +5,7 @@ They tell whoever writes the code location that an API may change (`backfill_pol
 can do nothing about them, and 27 such blocks buried the result table. pipelines/__init__.py
 installs the filters before any asset, sensor or job is defined, so every process that loads the
 code location (the CLI, its build workers, the code server of `worldfactory ui`) is quiet.
-`python -m pipelines ARGS...` (pipelines/__main__.py) is the `dagster` command with the same
+`python -m worldfactory_dagster.pipelines ARGS...` (pipelines/__main__.py) is the `dagster` command with the same
 filters: `worldfactory ui` starts `dagster dev` through it.
 """
 

@@ -19,15 +19,15 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
-from assets.stage import PROGRESS
-from assets.versions import FORCE_TAG, stale_worlds
-from pipelines.definitions import make_definitions
-from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
-from resources.world_store import WorldStore
 from worldfactory.catalog import catalog_path, remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
 from worldfactory.stages.pipeline import ensure_catalog_rows
+from worldfactory_dagster.assets.stage import PROGRESS
+from worldfactory_dagster.assets.versions import FORCE_TAG, stale_worlds
+from worldfactory_dagster.pipelines.definitions import make_definitions
+from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START, world_partitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 # The daemon's run monitoring cancels runs that never start (start_timeout_seconds). It cannot see a
 # STARTED run whose process was killed: for the default run launcher and execute_in_process there is
@@ -106,7 +106,7 @@ def world_store(data_root: Path, templates_root: str | None = None) -> WorldStor
 
 def workspace_file() -> Path:
     """The workspace.yaml that `dagster dev` loads (the project's own)."""
-    from resources.world_store import PROJECT_ROOT
+    from worldfactory_dagster.resources.world_store import PROJECT_ROOT
 
     return PROJECT_ROOT / "workspace.yaml"
 

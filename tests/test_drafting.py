@@ -21,8 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipelines.definitions import make_definitions
-from resources.world_store import WorldStore
 from tests.conftest import small_templates_at
 from tests.llm_server import LLMServer, ScriptedReplies
 from worldfactory.briefs import brief_world_ids
@@ -35,6 +33,8 @@ from worldfactory.drafting.prompt import EXAMPLE
 from worldfactory.packs import check_domain, pack_schema
 from worldfactory.stages.pipeline import StageFailed, build_world
 from worldfactory.templates import TemplateSet, load_templates
+from worldfactory_dagster.pipelines.definitions import make_definitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -216,8 +216,8 @@ def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: An
 
 def _build_dagster(ids: list[str], root: Path, force: bool, batch: int, on_stage: Any,
                    on_done: Any, jobs: int = 1) -> tuple[list, list]:
-    from pipelines.runner import build_worlds, world_store
     from worldfactory.stages.pipeline import up_to_date_result
+    from worldfactory_dagster.pipelines.runner import build_worlds, world_store
 
     outcomes = build_worlds(ids, world_store(root, templates_root()), force=force, batch=batch, jobs=jobs,
                             on_stage=on_stage, on_done=lambda o: on_done(o.world_id, o.ok))
@@ -605,7 +605,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
     if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
         raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
-    from pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
+    from worldfactory_dagster.pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
 
     root = _root(args)
     removed = delete_world(args.world_id, world_store(root, templates_root()))
@@ -620,10 +620,11 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from pipelines.runner import dagster_home, workspace_file
+    from worldfactory_dagster.pipelines.runner import dagster_home, workspace_file
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()), WORLDFACTORY_DATA=str(_root(args).resolve()))
-    cmd = [sys.executable, "-m", "pipelines", "dev", "-w", str(workspace_file()),  # `dagster dev`, quiet
+    # `dagster dev`, without its API-stability warnings (pipelines/__main__.py)
+    cmd = [sys.executable, "-m", "worldfactory_dagster.pipelines", "dev", "-w", str(workspace_file()),
            "-h", args.host, "-p", str(args.port)]
     ERR.print(f"Dagster UI on http://{args.host}:{args.port} (webserver and daemon; Ctrl-C stops both). "
               f"Instance: {env['DAGSTER_HOME']}; data: {env['WORLDFACTORY_DATA']}")
