@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from pydantic import Tag, TypeAdapter
 
 from worldfactory.expressions import is_expression, references
+from worldfactory.fill import fill
 from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, Param, TableDef, Transition
 
 ANCHOR = "$anchor"
@@ -68,7 +69,7 @@ def _enum_values(rep: Report, loc: str, table: str, columns: dict[str, Any], wan
     """Column -> values pairs (`when`, `per_parent.where`): each column must exist, each value be in its enum."""
     for key, values in wanted.items():
         if key not in columns:
-            rep.add(f"{loc}.{key}", missing.format(key=key))
+            rep.add(f"{loc}.{key}", fill(missing, key=key))
         elif columns[key].enum:
             for v in values:
                 if v not in columns[key].enum:

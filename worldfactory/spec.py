@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from worldfactory.fill import code_problem
+
 ColumnType = Literal["integer", "number", "money", "text", "date", "boolean"]
 CompareOp = Literal["<=", "<", ">=", ">", "==", "!="]
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
@@ -85,10 +87,9 @@ class CodeGen(Strict):
 
     @model_validator(mode="after")
     def _format(self) -> CodeGen:
-        try:
-            self.code.format(n=1)
-        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:  # e.g. {n.__class__.x}
-            raise ValueError(f"code must be a format with only {{n}} in it, e.g. 'CLM-{{n:06d}}': {exc}") from None
+        problem = code_problem(self.code)  # e.g. {n.__class__.x} or {n:>50000000}
+        if problem:
+            raise ValueError(problem)
         return self
 
 

@@ -13,6 +13,7 @@ import sqlite3
 from datetime import date, timedelta
 from typing import Any
 
+from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import ColumnDef, TableDef, Vocabulary, WorldSpec
@@ -113,7 +114,7 @@ class _Gen:
             items = getattr(self.spec.brief, arg)
             return items[(n - 1) % len(items)]
         if kind == "code":
-            return arg.format(n=n)
+            return numbered(arg, n)
         if kind == "bool":
             return 1 if r.random() < arg else 0
         if kind == "const":
