@@ -25,6 +25,7 @@ from pydantic import Tag, TypeAdapter
 
 from worldfactory.expressions import is_expression, references
 from worldfactory.fill import fill
+from worldfactory.packsql import refusal
 from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, Param, TableDef, Transition
 
 ANCHOR = "$anchor"
@@ -133,7 +134,8 @@ def _literal_problem(c: ColumnDef, v: Any) -> str | None:
 
 
 def _check_sql(rep: Report, tables: dict[str, TableDef], anchor: str | None, items: list[tuple[str, str]]) -> None:
-    """Compile each statement (EXPLAIN runs nothing) against the tables this file can reach."""
+    """Compile each statement (EXPLAIN runs nothing) against the tables this file can reach, then hold it
+    to what pack SQL may do (worldfactory.packsql: the authorizer refuses ATTACH, PRAGMA, VACUUM INTO, ...)."""
     if not items:
         return
     conn = sqlite3.connect(":memory:")
@@ -147,6 +149,10 @@ def _check_sql(rep: Report, tables: dict[str, TableDef], anchor: str | None, ite
                 conn.execute("EXPLAIN " + text)
             except sqlite3.Error as exc:
                 rep.add(loc, f"SQL does not compile against the pack's tables: {exc}")
+                continue
+            why = refusal(conn, text, "derive" if loc.startswith("derive") else "invariant")
+            if why:
+                rep.add(loc, why)
     finally:
         conn.close()
 

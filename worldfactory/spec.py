@@ -20,6 +20,7 @@ from pydantic import (
     Tag,
     ValidatorFunctionWrapHandler,
     WrapValidator,
+    field_validator,
     model_serializer,
     model_validator,
 )
@@ -31,10 +32,37 @@ CompareOp = Literal["<=", "<", ">=", ">", "==", "!="]
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 
 
+MAX_ITEMS = 1000  # items of one list or mapping in a pack (hand-written packs use at most 80)
+MAX_TEXT = 4000  # characters of one string in a pack (hand-written packs use at most about 400)
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """The raw value, or a ValueError naming the bound it is past: strings, lists and mappings, and the
+    lists and strings inside them. Mappings inside a list or mapping are left to their own model, so the
+    message names the innermost field (tables[0].columns[5].enum, not tables)."""
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        raise ValueError(f"a text of {len(value)} characters; at most {MAX_TEXT}")
+    if isinstance(value, (list, tuple, dict)):
+        if len(value) > MAX_ITEMS:
+            raise ValueError(f"{len(value)} items; at most {MAX_ITEMS}")
+        if depth > 8:
+            raise ValueError("nested more than 8 levels deep")
+        for item in (value.values() if isinstance(value, dict) else value):
+            if not isinstance(item, dict):
+                _bounded(item, depth + 1)
+    return value
+
+
 class Strict(BaseModel):
-    """Base for template models: unknown keys are errors, so typos fail loudly."""
+    """Base for template models: unknown keys are errors, so typos fail loudly; lists and strings are
+    bounded (MAX_ITEMS, MAX_TEXT) before anything else reads them, so a pack cannot ask for unbounded work."""
 
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _within_bounds(cls, value: Any) -> Any:
+        return _bounded(value)
 
 
 # --- column generators (see worldfactory/generate/data.py) ------------------------------------

@@ -1,12 +1,10 @@
 """What a model's pack must pass beyond the pack language's own validation: its strings stay data.
 
-A hand-written pack is trusted text; a drafted one is not. Its SQL (invariants, derive) runs in the
-seed stage, so it must be one statement that only reads the world's tables (invariants) or only
-changes their rows (derive): SQLite's authorizer sees every table, column and function a statement
-touches while it is compiled, and anything else (ATTACH, PRAGMA, VACUUM INTO, DDL, recursion) is
-refused. Its format strings (`code`, `template`, `verb`) may only name plain fields with a short
-width: no attribute or index lookups, no million-character padding. Its sizes are bounded, so a
-draft cannot ask for a world that takes hours to build. Every problem is one line
+Its SQL (invariants, derive) is held to what every pack's is (worldfactory.packsql: one statement
+that only reads the world's tables, or only changes their rows, checked by SQLite's authorizer).
+Its format strings (`code`, `template`, `verb`) may only name plain fields with a short width: no
+attribute or index lookups, no million-character padding. Its sizes are bounded, so a draft cannot
+ask for a world that takes hours to build. Every problem is one line
 `pack.json: field '<path>': <what is wrong>`, as the pack checks write them.
 """
 
@@ -18,6 +16,7 @@ import string
 from typing import Any
 
 from worldfactory.briefs import SLUG_RE
+from worldfactory.packsql import refusal
 from worldfactory.spec import DomainPack, TableDef
 
 PACK_FILE = "pack.json"  # how a drafted pack is named in messages (and in the work folder)
@@ -29,38 +28,8 @@ MAX_STRING = 2000
 FORMAT_KEYS = ("code", "template", "verb")
 FIELD_RE = re.compile(r"^[a-z_][a-z0-9_]*$", re.I)
 SPEC_RE = re.compile(r"^0?\d{0,2}d?$")  # e.g. 06d, 4, d, or nothing
-READ = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
-WRITE = READ | {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
-BANNED_FUNCTIONS = {"load_extension", "randomblob", "zeroblob", "sqlite_compileoption_get", "readfile",
-                    "writefile", "fts3_tokenizer"}
-
-
 def _line(loc: str, msg: str) -> str:
     return f"{PACK_FILE}: field '{loc}': {msg}"
-
-
-def _sql_problem(conn: sqlite3.Connection, sql: str, allowed: set[int], must: set[int]) -> str:
-    """Why this statement may not run on a world's seed, or ''. Compiled (EXPLAIN), never executed."""
-    seen: list[tuple[int, str | None, str | None, str | None]] = []
-
-    def auth(action: int, a1: str | None, a2: str | None, db: str | None, _trigger: str | None) -> int:
-        seen.append((action, a1, a2, db))
-        if action not in allowed or (db not in (None, "main")):
-            return sqlite3.SQLITE_DENY
-        if action == sqlite3.SQLITE_FUNCTION and (a2 or "").lower() in BANNED_FUNCTIONS:
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
-
-    conn.set_authorizer(auth)
-    try:
-        conn.execute("EXPLAIN " + sql)
-    except sqlite3.Error as exc:
-        return f"not allowed in a drafted pack ({exc}); use one plain statement on the pack's tables"
-    finally:
-        conn.set_authorizer(None)
-    if not any(a in must for a, *_ in seen):
-        return "not allowed in a drafted pack: it must be one plain statement on the pack's tables"
-    return ""
 
 
 def _check_sql(pack: DomainPack, reachable: dict[str, TableDef], lines: list[str]) -> None:
@@ -70,14 +39,13 @@ def _check_sql(pack: DomainPack, reachable: dict[str, TableDef], lines: list[str
             cols = ", ".join(["id INTEGER PRIMARY KEY", *(f'"{c.name}"' for c in t.columns)])
             conn.execute(f'CREATE TABLE "{t.name}" ({cols})')
         for i, inv in enumerate(pack.invariants):
-            why = _sql_problem(conn, inv.sql, READ, {sqlite3.SQLITE_SELECT})
+            why = refusal(conn, inv.sql, "invariant")
             if why:
-                lines.append(_line(f"invariants[{i}].sql", f"{why} (an invariant is one SELECT returning a count)"))
+                lines.append(_line(f"invariants[{i}].sql", why))
         for i, stmt in enumerate(pack.derive):
-            why = _sql_problem(conn, stmt, WRITE, {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE,
-                                                   sqlite3.SQLITE_DELETE})
+            why = refusal(conn, stmt, "derive")
             if why:
-                lines.append(_line(f"derive[{i}]", f"{why} (derive is one UPDATE, INSERT or DELETE)"))
+                lines.append(_line(f"derive[{i}]", why))
     finally:
         conn.close()
 
