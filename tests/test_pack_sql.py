@@ -32,17 +32,18 @@ def _templates(dest: Path, old: str, new: str) -> Path:
     return root
 
 
-@pytest.mark.parametrize("sql", ["ATTACH '/tmp/wf-planted.db' AS x", "VACUUM INTO '/tmp/wf-planted.db'",
+@pytest.mark.parametrize("sql", ["ATTACH '{planted}' AS x", "VACUUM INTO '{planted}'",
                                  "PRAGMA user_version = 7", "SELECT load_extension('/tmp/x')",
                                  "SELECT length(printf('%.*c', 900000000, 'x'))"])
 def test_check_pack_and_build_refuse_what_pack_sql_may_not_do(tmp_path: Path, sql: str) -> None:
-    root = _templates(tmp_path / "t", INVARIANT, json.dumps(sql))
+    planted = tmp_path / "planted.db"
+    root = _templates(tmp_path / "t", INVARIANT, json.dumps(sql.replace("{planted}", str(planted))))
     pack = root / "domains" / "help-desk.yaml"
     lines = check_files([pack], root)
     assert any(f"{pack}: field 'invariants[0].sql': not allowed in pack SQL" in line for line in lines), lines
     with pytest.raises(TemplateError, match=r"help-desk.yaml: field 'invariants\[0\].sql': not allowed"):
         build_world(WORLD, tmp_path / "data", templates=load_templates(root))
-    assert not Path("/tmp/wf-planted.db").exists()
+    assert not planted.exists()
 
 
 def test_a_seven_way_cross_join_is_refused_within_seconds(tmp_path: Path) -> None:
