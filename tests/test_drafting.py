@@ -402,3 +402,25 @@ def test_malformed_replies_get_a_repair_message_not_a_crash(tmp_path: Path, ts: 
     assert "pack.json: field 'title': a lone surrogate ('\\ud800') is not text" in quotes[2], quotes[2]
     manifest = json.loads((root / "worlds" / WID / "world.json").read_text())
     assert manifest["drafting"]["corrections"] == {"world_brief": 3}
+
+
+def test_a_drafted_chain_whose_row_product_is_huge_gets_a_repair_message(pack: dict[str, Any],
+                                                                         ts: TemplateSet) -> None:
+    """Each level within the drafted limits (2,000 rows, 20 per parent); the product down three levels is not."""
+    data = copy.deepcopy(pack)
+    data["tables"][0]["rows"] = 2000
+    parent = data["tables"][0]["name"]
+    for name in ("steps", "substeps", "checks"):
+        data["tables"].append({"name": name, "singular": name[:-1],
+                               "per_parent": {"table": parent, "column": f"{parent[:-1]}_id", "count": [1, 20]},
+                               "columns": [{"name": f"{parent[:-1]}_id", "type": "integer", "ref": parent},
+                                           {"name": "note", "gen": "sentence"}]})
+        parent = name
+    out = validate_reply(json.dumps(data), brief_of(ts), ts)
+    reason = out.reason  # type: ignore[union-attr]
+    assert "pack.json: field 'tables[2:substeps].per_parent.count': gives up to 240,000 rows at scale 0.3" in reason
+    assert "a table has at most 25,000" in reason
+    assert "pack.json: field 'tables': the tables can get up to" in reason and "a world has at most 60,000" in reason
+    data["tables"] = data["tables"][:2]
+    data["tables"][0]["rows"] = 40
+    assert not hasattr(validate_reply(json.dumps(data), brief_of(ts), ts), "reason")

@@ -85,8 +85,41 @@ def _check_strings(node: Any, loc: str, lines: list[str]) -> None:
             _check_strings(item, f"{loc}[{i}]", lines)
 
 
+def _check_row_products(pack: DomainPack, reachable: dict[str, TableDef], scale: float, lines: list[str]) -> None:
+    """The rows each table can get, as products down per_parent chains at the brief's scale, held to the
+    bounds the seed stage holds every world to (worldfactory.generate.data): said now, so the model can
+    lower them, rather than by a failed build."""
+    from worldfactory.generate.data import MAX_TABLE_ROWS, MAX_WORLD_ROWS, table_rows
+
+    most: dict[str, int] = {}
+
+    def rows(t: TableDef, depth: int = 0) -> int:
+        if t.name not in most:
+            pp = t.per_parent
+            parent = reachable.get(pack.anchor if pp is not None and pp.table == "$anchor" else
+                                   pp.table if pp is not None else "")
+            if pp is None or parent is None or depth > len(reachable):
+                most[t.name] = table_rows(t, scale) if pp is None else 0
+            else:
+                most[t.name] = rows(parent, depth + 1) * pp.count[1]
+        return most[t.name]
+
+    for i, t in enumerate(pack.tables):
+        n = rows(t)
+        if n > MAX_TABLE_ROWS:
+            field = "per_parent.count" if t.per_parent is not None else "rows"
+            lines.append(_line(f"tables[{i}:{t.name}].{field}", f"gives up to {n:,} rows at scale {scale:g} "
+                                                               f"(per_parent counts multiply down the chain); a "
+                                                               f"table has at most {MAX_TABLE_ROWS:,}"))
+    total = sum(rows(t) for t in reachable.values())
+    if total > MAX_WORLD_ROWS:
+        lines.append(_line("tables", f"the tables can get up to {total:,} rows together at scale {scale:g}; a "
+                                     f"world has at most {MAX_WORLD_ROWS:,}: lower rows or per_parent counts"))
+
+
 def check_drafted(pack: DomainPack, data: dict[str, Any], reachable: dict[str, TableDef],
-                  taken: set[str], required_rules: dict[str, float], module_rules: set[str]) -> list[str]:
+                  taken: set[str], required_rules: dict[str, float], module_rules: set[str],
+                  scale: float = 1.0) -> list[str]:
     """The extra checks of a model's pack (see the module docstring); [] when it passes."""
     lines: list[str] = []
     if not SLUG_RE.match(pack.name):
@@ -111,4 +144,5 @@ def check_drafted(pack: DomainPack, data: dict[str, Any], reachable: dict[str, T
     _check_strings(data, "", lines)
     _check_formats(data, "", lines)
     _check_sql(pack, reachable, lines)
+    _check_row_products(pack, reachable, scale, lines)
     return lines

@@ -86,7 +86,9 @@ def validate_reply(content: str, brief: TextBrief, templates: TemplateSet) -> Do
     reachable = {t.name: t for m in composed for t in templates.modules[m].tables} | {t.name: t for t in pack.tables}
     module_rules = {r.name for m in composed for r in templates.modules[m].rules}
     try:  # every problem at once: a model that hears one at a time spends a round on each
-        lines += check_drafted(pack, data, reachable, set(templates.domains), brief.rules, module_rules)
+        kind = templates.company_types.get(brief.company_type or templates.catalog.company_types[0])
+        lines += check_drafted(pack, data, reachable, set(templates.domains), brief.rules, module_rules,
+                               scale=kind.scale if kind is not None else 1.0)
     except Exception as exc:  # noqa: BLE001 - the pack checks' lines already say why, when there are any
         if not lines:
             lines = [f"{PACK_FILE}: cannot be checked: {type(exc).__name__}: {exc}"]
