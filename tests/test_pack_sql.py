@@ -138,3 +138,9 @@ def test_a_200k_value_enum_and_a_huge_string_are_refused_with_file_field_and_bou
     with pytest.raises(TemplateError, match=r"field 'rules\[0:credit_limit\].label': a text of 100000 characters; "
                                             r"at most 4000"):
         load_templates(root)
+
+
+def test_a_field_with_its_own_max_length_keeps_it() -> None:
+    from worldfactory.briefs import TextBrief
+
+    assert len(TextBrief(description="x" * 15_000).description) == 15_000  # a brief's 20,000, not MAX_TEXT

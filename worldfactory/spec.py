@@ -10,6 +10,7 @@ import re
 import string
 from typing import Annotated, Any, Literal
 
+from annotated_types import MaxLen
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -18,6 +19,7 @@ from pydantic import (
     PlainSerializer,
     SerializerFunctionWrapHandler,
     Tag,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     WrapValidator,
     field_validator,
@@ -61,7 +63,10 @@ class Strict(BaseModel):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _within_bounds(cls, value: Any) -> Any:
+    def _within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, str) and field is not None and any(isinstance(m, MaxLen) for m in field.metadata):
+            return value  # a field with its own max_length (a brief's description) keeps it
         return _bounded(value)
 
 
