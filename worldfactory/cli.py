@@ -20,12 +20,22 @@ from worldfactory.data_root import data_root, resolve_world
 from worldfactory.parallel import default_jobs
 from worldfactory.ports import SERVE_PORT
 from worldfactory.run_size import WORLDS_PER_RUN
+from worldfactory.safe_text import printable
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
     from worldfactory.rollouts import RolloutConfig
 
-ERR = Console(stderr=True)
+
+
+class _ErrorConsole(Console):
+    """stderr, with the control characters of what is said (a model's or a pack's text) shown as escapes."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+ERR = _ErrorConsole(stderr=True)
 
 
 def out_console() -> Console:
@@ -39,7 +49,7 @@ def cmd_check_pack(args: argparse.Namespace) -> int:
 
     lines = check_files([Path(f) for f in args.files], Path(args.templates) if args.templates else None)
     for line in lines:
-        print(line)
+        print(printable(line))
     if lines:
         sys.stdout.flush()  # the problems first, whole lines, when both streams go to one terminal or file
         print(f"{len(lines)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
@@ -600,11 +610,9 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from worldfactory.briefs import BRIEF_ID_RE
-    from worldfactory.seeds import WORLD_ID_RE, SeedError
+    from worldfactory.seeds import SeedError, check_world_id
 
-    if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
-        raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
+    check_world_id(args.world_id)
     from worldfactory_dagster.pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
 
     root = _root(args)

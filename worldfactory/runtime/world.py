@@ -143,24 +143,28 @@ def read_bundle(root: Path, verify: bool = True) -> dict[str, bytes]:
     """
     if not (root / "world.json").is_file():
         raise WorldError(f"{root}: no world.json here; build the world first (`worldfactory build WORLD_ID`)")
-    files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+    names = sorted(p.name for p in root.iterdir() if p.is_file())
     if not verify or verification_skipped():
-        return files
+        return {name: (root / name).read_bytes() for name in names}
+    manifest = (root / "world.json").read_bytes()
     try:
-        listed = json.loads(files["world.json"]).get("files", {})
+        listed = json.loads(manifest).get("files", {})
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
         raise WorldError(f"{root / 'world.json'}: not a readable manifest; rebuild the world") from None
     if not isinstance(listed, dict) or not listed:
         raise WorldError(f"{root / 'world.json'}: lists no file hashes; rebuild the world")
-    for name in sorted(set(listed) | set(files) - {"world.json"}):
-        if name not in files:
+    for name in sorted(set(listed) | set(names) - {"world.json"}):  # the list first: no file is read unlisted
+        if name not in names:
             raise WorldError(f"{root / name}: listed in world.json but missing; rebuild the world")
         if name not in listed:
             raise WorldError(f"{root / name}: not listed in world.json (an unverified file); remove it or rebuild")
+    files = {"world.json": manifest}
+    for name in sorted(listed):
+        files[name] = (root / name).read_bytes()
         if hashlib.sha256(files[name]).hexdigest() != listed[name]:
             raise WorldError(f"{root / name}: its sha256 differs from world.json (the bundle was changed after it "
                              f"was built); rebuild the world, or pass --no-verify (development only)")
-    return files
+    return dict(sorted(files.items()))
 
 
 class World:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
 from ..workflow import guards_hold, render_verb
@@ -51,5 +52,5 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         return None
     verb = render_verb(tr, addr.text, said[0])
     oracle = [*addr.lookup, *b.getter(table, row), ToolCall(tool="search_business_rules", args={"name": rule.name})]
-    text = b.rng.choice(PHRASES).format(Verb=cap(verb), verb=verb)
+    text = fill(b.rng.choice(PHRASES), Verb=cap(verb), verb=verb)
     return Plan(text, oracle, table.name, answer=rule.label, answer_type="reason")
