@@ -273,6 +273,13 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
     if task.answer is not None:
         wrong = _wrong_answer(task)
         out.append(Mutant(kind="wrong_answer", note=f"answer {wrong!r}", calls=list(plan), answer=wrong))
+    if task.answer_type == "reason":  # a decline names one rule: another rule, or every rule, is wrong
+        mine = next((set(r.label.split()) for r in world.rule_refs if r.name == task.answer), set())
+        others = sorted((r for r in world.rule_refs if r.name != task.answer),  # the likeliest to be confused first
+                        key=lambda r: (-len(mine & set(r.label.split())), r.name))
+        if others:
+            for wrong in (others[0].label, "; ".join(r.name for r in world.rule_refs)):
+                out.append(Mutant(kind="wrong_answer", note=f"answer {wrong!r}", calls=list(plan), answer=wrong))
     return out
 
 
@@ -324,7 +331,7 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
         run.close()
     for i, m in enumerate(mutants):
         verdict, equal = results[i]
-        same_answer = task.answer is None or answers_match(task.answer, m.answer, task.answer_type)
+        same_answer = task.answer is None or answers_match(task.answer, m.answer, task.answer_type, world.rule_refs)
         outcome = MutantOutcome(kind=m.kind, note=m.note, equivalent=equal and same_answer, passed=verdict.passed)
         report.mutants.append(outcome)
         if outcome.passed and not outcome.equivalent:
