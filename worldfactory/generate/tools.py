@@ -76,8 +76,11 @@ def _param_from_column(spec: WorldSpec, col: ColumnDef, *, required: bool, name:
 
 def _column_description(spec: WorldSpec, col: ColumnDef) -> str:
     """A column as a parameter: what it is, and for a reference the table it points at and how to find the id."""
+    if col.description:
+        return col.description
     if col.ref and spec.has_table(col.ref):
-        return f"{col.human} ({_ref_said(spec, col.ref)})"
+        states = f"; it must be {' or '.join(col.ref_states)}" if col.ref_states else ""
+        return f"{col.human} ({_ref_said(spec, col.ref)}{states})"
     if col.poly_ref:
         return f"{col.human} (id of a record in the table that {col.poly_ref.replace('_', ' ')} names)"
     if col.type == "date":
@@ -401,8 +404,8 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
     elif tool.kind == "create":
         for p in tool.params:
             if p.ref:
-                guard = f"    db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})"
-                body.append(guard if p.required else f"    if {p.name} is not None:\n    " + guard)
+                body += _ref_check(spec, t.column(p.name), p.name, p.required)
+        body += _fills(spec, t, tool)
         values = [f"{p.name!r}: {_coerce(p)}" for p in tool.params]
         values += [f"{k!r}: {_code_expr(t, k) if v == '$code' else _value_expr(v)}"
                    for k, v in t.create_defaults.items()]
@@ -422,8 +425,7 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
         body.append(f"        raise ToolError({'nothing to change: give at least one of ' + names!r})")
         for p in fields:
             if p.ref:
-                body.append(f"    if {p.name} is not None:")
-                body.append(f"        db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})")
+                body += _ref_check(spec, t.column(p.name), p.name, False)
         body.append(f"    db.update({t.name!r}, {idp}, changes)")
         if audit:
             body.append(f"    db.audit({tool.name!r}, {t.name!r}, {idp})")
@@ -431,6 +433,46 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
     else:
         body += _render_transition(spec, t, tool, audit)
     return head + body
+
+
+def _ref_check(spec: WorldSpec, col: ColumnDef, name: str, required: bool) -> list[str]:
+    """The referenced record must exist, and be in one of the column's `ref_states` when it has them."""
+    assert col.ref is not None
+    target = spec.table(col.ref)
+    read = f"db.get({col.ref!r}, {name}, {target.singular!r})"
+    lines = [f"    {read}"]
+    if col.ref_states:
+        state = target.workflow.column if target.workflow else None
+        if state is None or any(s not in (target.column(state).enum or []) for s in col.ref_states):
+            raise TemplateError(f"column '{col.name}': ref_states {col.ref_states} are not states of table "
+                                f"'{col.ref}'")
+        said = f"str(referred[{target.label!r}])" if target.label else name
+        lines = [f"    referred = {read}",
+                 f"    db.require_state(referred, {state!r}, {col.ref_states!r}, {target.singular + ' '!r} + {said})"]
+    return lines if required else [f"    if {name} is not None:"] + ["    " + x for x in lines]
+
+
+def _fills(spec: WorldSpec, t: TableDef, tool: ToolSpec) -> list[str]:
+    """Columns a create fills from a record it refers to (`fills_from`): the email address of the contact."""
+    given = {p.name for p in tool.params}
+    out: list[str] = []
+    for col in t.columns:
+        if not col.fills_from or col.name not in given:
+            continue
+        ref_name, _, source = col.fills_from.partition(".")
+        ref = t.column(ref_name).ref if ref_name in given else None
+        if ref is None or source not in {c.name for c in spec.table(ref).columns}:
+            raise TemplateError(f"table '{t.name}' column '{col.name}': fills_from '{col.fills_from}' must name a "
+                                f"reference the create call takes and a column of the table it points at")
+        noun = spec.table(ref).singular
+        message = (f"{col.name} must be the {noun}'s own {source.replace('_', ' ')} when {ref_name} is given "
+                   f"(or be left out; it is filled in)")
+        out += [f"    if {ref_name} is not None:",
+                f"        filled = db.get({ref!r}, {ref_name}, {noun!r})[{source!r}]",
+                f"        if {col.name} is not None and filled is not None:",
+                f"            db.guard({col.name}, '==', filled, {message!r})",
+                f"        {col.name} = filled if filled is not None else {col.name}"]
+    return out
 
 
 def _coerce(p: ParamSpec) -> str:
