@@ -469,9 +469,9 @@ def _fills(spec: WorldSpec, t: TableDef, tool: ToolSpec) -> list[str]:
                    f"(or be left out; it is filled in)")
         out += [f"    if {ref_name} is not None:",
                 f"        filled = db.get({ref!r}, {ref_name}, {noun!r})[{source!r}]",
-                f"        if {col.name} is not None and filled is not None:",
-                f"            db.guard({col.name}, '==', filled, {message!r})",
-                f"        {col.name} = filled if filled is not None else {col.name}"]
+                f"        given = {col.name} if {col.name} is not None else filled",
+                f"        {col.name} = filled if filled is not None else given",
+                f"        db.guard(given, '==', {col.name}, {message!r})"]
     return out
 
 
