@@ -1,5 +1,10 @@
 """Verifier validity: every task's grader is tried against plans that must fail and plans that must pass.
 
+Beside the mutants, each oracle gives alternatives that are valid by construction and must pass
+(completeness, not only soundness): an extra read, an email to a contact that also gives the contact's
+own address, and the answer in another order, number format, date spelling, case, or the rule by its
+label or id. They replay from the oracle's checkpoints as mutants do.
+
 For each task: the oracle must score 1; doing nothing must score 0; mutants of the oracle plan
 (drop a write, change an argument, act on the wrong record, add a destructive call, give a
 wrong answer) must score 0 unless their end state equals gold; the oracle with two independent
@@ -38,6 +43,12 @@ class Mutant(BaseModel):
     answer: Any = None
 
 
+class AlternativeOutcome(BaseModel):
+    kind: str
+    note: str
+    passed: bool  # a valid solution: the verifier must pass it
+
+
 class MutantOutcome(BaseModel):
     kind: str
     note: str
@@ -53,6 +64,7 @@ class TaskValidity(BaseModel):
     null_fails: bool
     reorder_passes: bool | None = None  # None: no two independent writes to swap
     mutants: list[MutantOutcome] = Field(default_factory=list)
+    alternatives: list[AlternativeOutcome] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
 
     @property
@@ -283,6 +295,54 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
     return out
 
 
+def _answer_variants(world: World, task: Task) -> list[tuple[str, Any]]:
+    """The expected answer as other valid answers say it: another order, format or name."""
+    a, kind = task.answer, task.answer_type
+    if a is None:
+        return []
+    if kind == "list" and isinstance(a, list) and len(a) > 1:
+        return [("list_order", list(reversed(a)))]
+    if kind == "number":
+        return [("number_format", f"${float(a):,.2f}")]
+    if kind == "int":
+        return [("number_format", f"{int(a)}.")]
+    if kind == "date":
+        from datetime import date
+
+        day = date.fromisoformat(str(a))
+        return [("date_format", f"{day:%B} {day.day}, {day.year}")]
+    if kind == "reason":
+        rule = next((r for r in world.rule_refs if r.name == a), None)
+        return [] if rule is None else [("rule_named", rule.label), ("rule_named", rule.id)]
+    if kind == "text":
+        return [("text_case", str(a).upper())]
+    return []
+
+
+def alternatives_for(world: World, task: Task) -> list[Mutant]:
+    """Valid solutions other than the oracle that a fair verifier passes: an extra read, a recipient given
+    both ways (a contact with their own address), and the answer said another way."""
+    plan = task.oracle
+    out: list[Mutant] = []
+    reads = [c for c in plan if world.tools_by_name.get(c.tool, {}).get("kind") in ("get", "search")]
+    if reads:
+        out.append(Mutant(kind="extra_read", note=f"read again: {reads[0].tool}", calls=[*plan, reads[0]],
+                          answer=task.answer))
+    norm = world.norm.get("contacts")
+    at_email = 1 + norm.columns.index("email") if norm is not None and "email" in norm.columns else None
+    contacts = world.seed_rows("contacts") if at_email is not None else {}
+    for i, call in enumerate(plan):
+        who = call.args.get("contact_id") if call.tool == "create_email" else None
+        if who in contacts and at_email is not None and call.args.get("to_address") is None:
+            both = ToolCall(tool=call.tool, args={**call.args, "to_address": contacts[who][at_email]})
+            out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
+                              calls=plan[:i] + [both] + plan[i + 1:], answer=task.answer))
+            break
+    for kind, answer in _answer_variants(world, task):
+        out.append(Mutant(kind=kind, note=f"answer {answer!r}", calls=list(plan), answer=answer))
+    return out
+
+
 def reordered(world: World, task: Task) -> list[ToolCall] | None:
     """The plan with its last two adjacent writes on different records swapped, if there are any."""
     plan = task.oracle
@@ -310,8 +370,10 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
                seed: Callable[[str], TableState] | None = None) -> TaskValidity:
     seed = seed or SeedStates(world)
     mutants = mutants_for(world, task, rng)
+    alternatives = alternatives_for(world, task)
     swapped = reordered(world, task)
     plans = [(m.calls, m.answer) for m in mutants] + ([(swapped, task.answer)] if swapped is not None else [])
+    plans += [(a.calls, a.answer) for a in alternatives]
     starts = [_first_difference(calls, task.oracle) for calls, _ in plans]
     null_ep = world.episode(task.task_id)
     null = verify(null_ep, None) if verify else null_ep.verify(None, explain=False)
@@ -344,6 +406,12 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
             report.reorder_passes = verdict.passed
             if not verdict.passed:
                 report.problems.append("the oracle with independent steps reordered fails")
+    first = len(mutants) + (swapped is not None)
+    for i, alt in enumerate(alternatives):  # valid by construction: the verifier must pass every one
+        verdict, _ = results[first + i]
+        report.alternatives.append(AlternativeOutcome(kind=alt.kind, note=alt.note, passed=verdict.passed))
+        if not verdict.passed:
+            report.problems.append(f"a valid alternative fails: {alt.kind} ({alt.note})")
     return report
 
 
@@ -368,6 +436,8 @@ def summary(reports: list[TaskValidity]) -> dict[str, Any]:
         "caught_rate": round(totals["caught"] / judged, 4) if judged else 1.0,
         "reordered_checked": sum(r.reorder_passes is not None for r in reports),
         "reordered_pass": sum(bool(r.reorder_passes) for r in reports),
+        "alternatives": sum(len(r.alternatives) for r in reports),
+        "alternatives_passed": sum(a.passed for r in reports for a in r.alternatives),
     }
 
 
