@@ -3,7 +3,7 @@
 Beside the mutants, each oracle gives alternatives that are valid by construction and must pass
 (completeness, not only soundness): an extra read, an email to a contact that also gives the contact's
 own address, and the answer in another order, number format, date spelling, case, or the rule by its
-label or id. They replay from the oracle's checkpoints as mutants do.
+label or id. They replay from the oracle's checkpoints as mutants do; one that fails fails the world.
 
 For each task: the oracle must score 1; doing nothing must score 0; mutants of the oracle plan
 (drop a write, change an argument, act on the wrong record, add a destructive call, give a
@@ -70,6 +70,11 @@ class TaskValidity(BaseModel):
     @property
     def valid(self) -> bool:
         return not self.problems
+
+    @property
+    def unfair(self) -> list[str]:
+        """The valid alternatives its verifier fails: a too-strict grader fails the world, not only the task."""
+        return [f"{a.kind} ({a.note})" for a in self.alternatives if not a.passed]
 
     def counts(self) -> dict[str, int]:
         equivalent = sum(m.equivalent for m in self.mutants)
@@ -410,8 +415,6 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
     for i, alt in enumerate(alternatives):  # valid by construction: the verifier must pass every one
         verdict, _ = results[first + i]
         report.alternatives.append(AlternativeOutcome(kind=alt.kind, note=alt.note, passed=verdict.passed))
-        if not verdict.passed:
-            report.problems.append(f"a valid alternative fails: {alt.kind} ({alt.note})")
     return report
 
 
@@ -448,5 +451,6 @@ def report_jsonl(reports: list[TaskValidity]) -> str:
         row["mutant_results"] = row.pop("mutants")
         row.update(r.counts())
         row["valid"] = r.valid
+        row["unfair"] = r.unfair
         lines.append(json.dumps(row, sort_keys=True, default=str))
     return "".join(line + "\n" for line in lines)
