@@ -309,6 +309,21 @@ class ColumnDef(Strict):
     gen: Generator | None = None  # checked against the generator kinds; kept as written
     when: dict[str, list[str]] | None = None  # generate only when these columns hold these values
     label: str | None = None  # how a person says this column's name
+    description: str = ""  # what a tool parameter for this column means, when its name does not say it
+    # "contact_id.email": a create call that gives contact_id gets this column from that record (a value
+    # given with it must be the same); without contact_id the value is the caller's
+    fills_from: str | None = None
+    ref_states: list[str] | None = None  # a create or update may point it only at records in these states
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the newer optional keys out while unset, so columns that do not use them keep their bytes."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key, unset in (("description", ""), ("fills_from", None), ("ref_states", None)):
+                if data.get(key, unset) == unset:
+                    data.pop(key, None)
+        return data
 
     @property
     def human(self) -> str:

@@ -22,6 +22,7 @@ import orjson
 from jsonschema import Draft202012Validator
 
 from worldfactory.run_size import WORLDS_PER_RUN
+from worldfactory.runtime.answers import RuleRef
 from worldfactory.runtime.connections import ConnectionPool
 from worldfactory.runtime.diff import ChangeDiffer, TableNorm, changelog_ddl, inserted_bags
 from worldfactory.spec import Task, WorldSpec
@@ -280,6 +281,16 @@ class World:
         if bags is None:
             bags = self._gold_bags[task_id] = inserted_bags(self.verifiers["tasks"][task_id]["diff"])
         return bags
+
+    @cached_property
+    def rule_refs(self) -> tuple[RuleRef, ...]:
+        """The business rules as an answer may name them (id, name, label): a decline answer is resolved to them."""
+        norm = self.norm.get("business_rules")
+        if norm is None or not {"name", "label"} <= set(norm.columns):
+            return tuple(RuleRef(None, r.name, r.label) for r in self.spec.rules)
+        at = {c: i + 1 for i, c in enumerate(norm.columns)}  # a seed row is (id, *columns)
+        return tuple(RuleRef(row[0], row[at["name"]], row[at["label"]])
+                     for _, row in sorted(self.seed_rows("business_rules").items()))
 
     @cached_property
     def code_hash(self) -> str:
