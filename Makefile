@@ -9,9 +9,9 @@ TRAINERS := $(VENV)/.installed-trainers
 # Debian packages each target needs (declared in scripts/system-packages.sh), installed when missing.
 SYSTEM := PY=$(PY) scripts/system-packages.sh
 
-.PHONY: demo test test-fast lint bench clean images test-images test-packs fresh-check
+.PHONY: demo test test-fast lint bench clean images test-images test-packs fresh-check screenshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	@$(PY) -c "" 2>/dev/null || { echo "error: $(PY) does not run here; install Debian's python3 (3.11), or name another interpreter (3.11 to 3.13) with PY=..." >&2; exit 1; }
 	@$(SYSTEM) venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -64,8 +64,12 @@ images: packages-build+images $(STAMP)  ## container engine + the example worlds
 test-images: packages-build+images+deploy $(STAMP)  ## tests against real images and containers (needs `make images` first)
 	$(BIN)/python -m pytest -n0 tests/images
 
+screenshots: packages-test $(STAMP)  ## the README's docs/world-page.png and docs/catalog-site.png, from the examples as built now (needs Chromium)
+	$(BIN)/worldfactory build --examples
+	$(BIN)/python docs/screenshots.py --out docs
+
 lint: $(STAMP)
-	$(BIN)/ruff check worldfactory assets pipelines resources tests bench
+	$(BIN)/ruff check worldfactory assets pipelines resources tests bench docs setup.py
 
 bench: $(STAMP)  ## speed figures for the notes (not part of the tests)
 	$(BIN)/python bench/factory_bench.py
