@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from worldfactory.runtime.http_guards import Guard, GuardedH11Protocol, HostPolicy, is_loopback
+from worldfactory.runtime.http_guards import BODY_SECONDS, Guard, GuardedH11Protocol, HostPolicy, is_loopback
 from worldfactory.runtime.mcp_http import MAX_BODY, McpEndpoint
 from worldfactory.runtime.sessions import DEFAULT_FREE_IDLE_SECONDS, DEFAULT_IDLE_SECONDS, Full, SessionStore
 from worldfactory.runtime.world import World, WorldError
@@ -68,6 +68,7 @@ class ServeOptions(BaseModel):
     max_free_sessions: int | None = Field(None, ge=0)  # None: half of max_sessions
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
     max_body: int = Field(MAX_BODY, ge=1024)
+    body_seconds: float = Field(BODY_SECONDS, gt=0)  # a request body must arrive within this long
     allowed_hosts: tuple[str, ...] = ()  # loopback names are always allowed
     allowed_origins: tuple[str, ...] = ()  # requests with no Origin (every non-browser client) always are
     mcp_auth: Literal["token", "open"] | None = None  # None: "open" on loopback, "token" off it
@@ -268,7 +269,8 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
         Route("/control/tasks", guarded(tasks), methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
     ]
-    guard = Middleware(Guard, policy=HostPolicy(opts.allowed_hosts, opts.allowed_origins), max_body=opts.max_body)
+    guard = Middleware(Guard, policy=HostPolicy(opts.allowed_hosts, opts.allowed_origins), max_body=opts.max_body,
+                       body_seconds=opts.body_seconds)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
                     exception_handlers={HTTPException: _http_error})
     app.state.store = store
