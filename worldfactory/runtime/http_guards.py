@@ -48,7 +48,7 @@ class HostPolicy:
     """Which Host headers and Origins are answered (see the module doc)."""
 
     def __init__(self, allowed_hosts: Iterable[str] = (), allowed_origins: Iterable[str] = ()) -> None:
-        hosts = {h.strip().lower().strip("[]") for h in allowed_hosts if h.strip()}
+        hosts = {host_name(h) for h in allowed_hosts if h.strip()}  # a port in an entry is ignored
         self.any_host = ANY in hosts
         self.hosts = frozenset(hosts - {ANY}) | LOOPBACK_HOSTS
         origins = {o.strip().rstrip("/").lower() for o in allowed_origins if o.strip()}

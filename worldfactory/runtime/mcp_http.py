@@ -138,7 +138,7 @@ class McpEndpoint:
                         headers={"Allow": "POST, DELETE"})
 
     async def _post(self, request: Request, episode_id: str | None) -> Response:
-        body = await request.body()
+        body = await request.body()  # bounded while it streams (http_guards.Guard); this is a second check
         if len(body) > MAX_BODY:
             return _error(None, INVALID_REQUEST, f"request body over {MAX_BODY} bytes", 413)
         try:
