@@ -11,9 +11,13 @@ server's memory limit) on a loopback port, with its default caps unless --max-se
 3. reports the server's resident memory (VmRSS) and address space (VmSize, what its RLIMIT_AS
    counts) before and after, so the memory per session;
 4. ends sessions down to 90% of the cap and times `tools/call` (a point read) there from a lean
-   keep-alive client (p50 / p99), and an `initialize` + first call of a new session.
+   keep-alive client (p50 / p99), and an `initialize` + first call of a new session;
+5. with --connection-flood N, opens N connections that never send a request (more than the
+   server's 8,192 open files) and reports how long until /healthz answers 200 again (the head
+   deadline closes them).
 
-Usage: python bench/served_capacity.py [WORLD_PATH] [--max-sessions N] [--max-free-sessions N] [--json]
+Usage: python bench/served_capacity.py [WORLD_PATH] [--max-sessions N] [--max-free-sessions N]
+                                       [--connection-flood N] [--json]
 (default world: data/worlds/insurance-claims.regional--v001; default caps: the server's own).
 """
 
@@ -104,11 +108,39 @@ async def fill(port: int, free: int, control: int, tool: str, args: dict[str, An
     return sids, time.perf_counter() - started
 
 
+def _health(port: int) -> str:
+    try:
+        return str(httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=3).status_code)
+    except httpx2.HTTPError as exc:
+        return type(exc).__name__
+
+
+def connection_flood(port: int, n: int) -> dict[str, Any]:
+    """Open n connections that send nothing; how long until /healthz is 200 again."""
+    socks = []
+    started = time.perf_counter()
+    for _ in range(n):
+        try:
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+        except OSError:
+            continue
+    opened = time.perf_counter()
+    during = _health(port)
+    while _health(port) != "200" and time.perf_counter() - opened < 120:
+        time.sleep(0.5)
+    recovered = time.perf_counter()
+    for s in socks:
+        s.close()
+    return {"opened": len(socks), "open_seconds": round(opened - started, 1), "healthz_during": during,
+            "recovered_after_seconds": round(recovered - opened, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("world", nargs="?", default="data/worlds/insurance-claims.regional--v001")
     ap.add_argument("--max-sessions", type=int)
     ap.add_argument("--max-free-sessions", type=int)
+    ap.add_argument("--connection-flood", type=int, default=0, metavar="N")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     path = Path(a.world)
@@ -167,6 +199,7 @@ def main() -> None:
             status, body = lean.post("tools/call", {"name": read["name"], "arguments": read["examples"]["valid"]})
             lat.append(time.perf_counter() - t)
         assert status == 200 and body["result"]["isError"] is False, body
+        flood = connection_flood(port, a.connection_flood) if a.connection_flood else None
         report = {
             "world": path.name, "max_sessions": cap, "max_free_sessions": free_cap,
             "held_at_cap": held, "fill_seconds": round(fill_s, 1),
@@ -180,6 +213,7 @@ def main() -> None:
             "sessions_at_90pct": at90, "initialize_and_first_call_at_90pct_ms": first_ms,
             "tools_call_at_90pct_ms": {"calls": CALLS, "p50": pct(lat, 0.5), "p99": pct(lat, 0.99),
                                        "mean": round(statistics.mean(lat) * 1000, 3)},
+            "connection_flood": flood,
         }
         if a.json:
             print(json.dumps(report, indent=2))
@@ -194,6 +228,9 @@ def main() -> None:
               f"address space {vm0:.0f} -> {vm1:.0f} MiB ({report['vmsize_kib_per_session']} KiB a session)")
         print(f"at 90% of the cap ({at90} sessions): tools/call p50 {pct(lat, 0.5)} ms, p99 {pct(lat, 0.99)} ms "
               f"({CALLS} calls); a new session's initialize + first call {first_ms} ms")
+        if flood:
+            print(f"{flood['opened']} idle connections opened in {flood['open_seconds']} s; /healthz during: "
+                  f"{flood['healthz_during']}; answering 200 again {flood['recovered_after_seconds']} s after")
     finally:
         proc.terminate()
         proc.wait(timeout=10)
