@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.conftest import PYTHON
 from worldfactory.runtime.control import ServeOptions, create_app, uvicorn_options
-from worldfactory.runtime.http_guards import GuardedH11Protocol
+from worldfactory.runtime.http_guards import guarded_protocol
 from worldfactory.runtime.sessions import ELIDED, HEADROOM_RESERVE, TRACE_ARGS_BYTES, memory_used
 from worldfactory.runtime.world import World
 
@@ -47,7 +47,7 @@ class FakeClock:
         return self.now
 
 
-class QuickHeads(GuardedH11Protocol):
+class QuickHeads(guarded_protocol()):  # type: ignore[misc]
     header_seconds = 0.5
 
 
@@ -181,6 +181,16 @@ def test_idle_and_slow_connections_are_closed_and_capped(world: World) -> None:
         slow = _connect(s.port)
         slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never the blank line
         assert _closed_within(idle, 3) and _closed_within(slow, 3)
+        QuickHeads.header_seconds = 30  # a head past 16 KiB is cut off at once, long before its deadline
+        try:
+            huge = _connect(s.port)
+            try:
+                huge.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * (256 << 10))
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            assert _closed_within(huge, 5)
+        finally:
+            QuickHeads.header_seconds = 0.5
         held = [_connect(s.port) for _ in range(4)]
         time.sleep(0.1)
         with httpx2.Client(base_url=s.url) as http:

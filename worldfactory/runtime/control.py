@@ -44,7 +44,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from worldfactory.runtime.http_guards import BODY_SECONDS, Guard, GuardedH11Protocol, HostPolicy, is_loopback
+from worldfactory.runtime.http_guards import BODY_SECONDS, Guard, HostPolicy, guarded_protocol, is_loopback
 from worldfactory.runtime.mcp_http import MAX_BODY, McpEndpoint
 from worldfactory.runtime.sessions import DEFAULT_FREE_IDLE_SECONDS, DEFAULT_IDLE_SECONDS, Full, SessionStore
 from worldfactory.runtime.world import World, WorldError
@@ -53,7 +53,6 @@ ENV_TOKEN = "WORLDFACTORY_CONTROL_TOKEN"
 ENV_ALLOWED_HOSTS = "WORLDFACTORY_ALLOWED_HOSTS"  # comma-separated; the container image sets it
 DEFAULT_MAX_CONNECTIONS = 2048  # open connections at once; past it uvicorn answers 503 (the fd limit is 8,192)
 KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection closes after this long
-MAX_HEADER_BYTES = 16 << 10  # a request head larger than this is refused (h11)
 
 
 class ServeOptions(BaseModel):
@@ -280,10 +279,9 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
 
 
 def uvicorn_options(options: ServeOptions) -> dict[str, Any]:
-    """uvicorn's per-connection limits: a head deadline (GuardedH11Protocol), keep-alive, a connection cap."""
-    return {"log_level": "warning", "access_log": False, "http": GuardedH11Protocol,
-            "timeout_keep_alive": KEEP_ALIVE_SECONDS, "limit_concurrency": options.max_connections,
-            "h11_max_incomplete_event_size": MAX_HEADER_BYTES, "backlog": 2048}
+    """uvicorn's per-connection limits: a head deadline and size (guarded_protocol), keep-alive, a connection cap."""
+    return {"log_level": "warning", "access_log": False, "http": guarded_protocol(),
+            "timeout_keep_alive": KEEP_ALIVE_SECONDS, "limit_concurrency": options.max_connections, "backlog": 2048}
 
 
 def serve_http(world: World, token: str, port: int = 8000, fd: int | None = None,

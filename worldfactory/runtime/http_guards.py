@@ -9,10 +9,11 @@
 - **Bodies**: refused with 413 by `Content-Length` before a byte is read, and while streaming
   as soon as they pass the limit (chunked bodies have no length); a body that takes longer than
   `body_seconds` to arrive gets 408. Nothing is read whole before the check.
-- **Slow or absent headers**: uvicorn's keep-alive timer starts only after a first response, so
-  a connection that never sends a request would be held forever (8,400 such connections used up
-  the file descriptors). `GuardedH11Protocol` closes a connection whose request head has not
-  arrived within `header_seconds` of connecting or of its previous response.
+- **Slow, huge or absent heads**: uvicorn's keep-alive timer starts only after a first response,
+  so a connection that never sends a request would be held forever (8,400 such connections used
+  up the file descriptors). `guarded_protocol()` closes a connection whose request head has not
+  arrived within `header_seconds` of connecting or of its previous response, or passes
+  `max_head_bytes`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 ANY = "*"
 HEADER_SECONDS = 10.0  # a connection must send a whole request head within this long
+MAX_HEAD_BYTES = 16 << 10  # and no more than this many bytes of it
 BODY_SECONDS = 30.0  # and a whole body within this long of the first body byte asked for
 
 
@@ -120,7 +122,8 @@ class Guard:
             if deadline is None:
                 deadline = loop.time() + self.body_seconds
             try:
-                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+                async with asyncio.timeout_at(deadline):  # a timer, not a task: the fast path stays fast
+                    message = await receive()
             except TimeoutError:
                 raise HTTPException(408, f"the request body did not arrive within {self.body_seconds:g} s") from None
             if message["type"] == "http.request":
@@ -133,19 +136,29 @@ class Guard:
         return bounded
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, plus a deadline for each request head (see the module doc)."""
+class _HeadDeadline:
+    """Mixed into a uvicorn HTTP protocol: each request head within header_seconds and max_head_bytes.
+
+    The deadline is armed when the connection opens and after each response; it is disarmed when
+    the protocol starts a new request cycle (its head is complete). Bytes that arrive while a head
+    is awaited are all head bytes, so counting them bounds the head's size whatever the parser.
+    """
 
     header_seconds = HEADER_SECONDS
+    max_head_bytes = MAX_HEAD_BYTES
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
 
-    def connection_made(self, transport: Any) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
         self._head_timer: asyncio.TimerHandle | None = None
         self._arm()
 
     def _arm(self) -> None:
         self._disarm()
         self._waiting_for = self.cycle
+        self._head_bytes = 0
         self._head_timer = self.loop.call_later(self.header_seconds, self._head_expired)
 
     def _disarm(self) -> None:
@@ -159,15 +172,36 @@ class GuardedH11Protocol(H11Protocol):
         if self.cycle is self._waiting_for and not self.transport.is_closing():
             self.transport.close()  # no request head arrived in time: nothing was started, nothing is lost
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        if self._head_timer is not None and self.cycle is not self._waiting_for:
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)  # type: ignore[misc]
+        if self._head_timer is None:
+            return
+        if self.cycle is not self._waiting_for:
             self._disarm()  # a request head arrived
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > self.max_head_bytes and not self.transport.is_closing():
+            self._disarm()
+            self.transport.close()
 
     def on_response_complete(self) -> None:
-        self._arm()  # before the next head is parsed: a pipelined request disarms it in handle_events
-        super().on_response_complete()
+        self._arm()  # before pipelined heads are parsed: a new cycle makes the deadline moot
+        super().on_response_complete()  # type: ignore[misc]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
+
+
+class GuardedH11Protocol(_HeadDeadline, H11Protocol):
+    """uvicorn's pure-Python h11 protocol with the head deadline."""
+
+
+def guarded_protocol() -> type:
+    """uvicorn's fastest HTTP/1.1 protocol here (httptools when installed, as uvicorn's "auto"), guarded."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        return GuardedH11Protocol
+    return type("GuardedHttpToolsProtocol", (_HeadDeadline, HttpToolsProtocol),
+                {"__doc__": "uvicorn's httptools protocol with the head deadline."})
