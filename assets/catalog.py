@@ -9,9 +9,9 @@ from typing import Any
 
 import dagster as dg
 
-from resources.world_store import WorldStore
 from worldfactory.catalog import TABLES, query, refresh_database
 from worldfactory.stages import STAGES
+from worldfactory_dagster.resources.world_store import WorldStore
 
 
 @dg.asset(deps=[dg.AssetKey(STAGES[-1].name)], group_name="catalog", kinds={"duckdb", "parquet"}, pool="duckdb_writer",

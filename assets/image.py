@@ -10,10 +10,10 @@ and runs one task's oracle through it.
 # No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
 import dagster as dg
 
-from pipelines.partitions import world_partitions
-from resources.world_store import WorldStore
 from worldfactory.images.probe import probe_image
 from worldfactory.images.world import build_world_image
+from worldfactory_dagster.pipelines.partitions import world_partitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 GROUP = "images"
 CHECK = "image_serves_world"

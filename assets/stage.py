@@ -11,13 +11,13 @@ from typing import Any
 
 import dagster as dg
 
-from assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_condition, stale_worlds
-from pipelines.partitions import world_backfill_policy, world_partitions
-from resources.policy import RolloutPolicy
-from resources.world_store import WorldStore
 from worldfactory.generate.page import PAGE
 from worldfactory.stages import STAGES
 from worldfactory.stages.core import Proof, Stage, StageReport, run_make, run_prove
+from worldfactory_dagster.assets.versions import FORCE_TAG, INPUTS_KEY, code_version, nightly_condition, stale_worlds
+from worldfactory_dagster.pipelines.partitions import world_backfill_policy, world_partitions
+from worldfactory_dagster.resources.policy import RolloutPolicy
+from worldfactory_dagster.resources.world_store import WorldStore
 
 # `worldfactory build` sets this to move its progress bar; Dagster runs elsewhere leave it unset.
 PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfactory_progress", default=None)

@@ -17,11 +17,10 @@ from collections.abc import Iterable, Sequence
 
 import dagster as dg
 
-from resources.world_store import WorldStore, default_store
-from worldfactory.fingerprints import world_inputs_fingerprint
-from worldfactory.stages.core import engine_fingerprint
+from worldfactory.fingerprints import engine_fingerprint, world_inputs_fingerprint
 from worldfactory.stages.pipeline import is_up_to_date
 from worldfactory.templates import TemplateError
+from worldfactory_dagster.resources.world_store import WorldStore, default_store
 
 NIGHTLY_CRON = "0 3 * * *"
 INPUTS_KEY = "inputs_fingerprint"
@@ -30,7 +29,7 @@ BUNDLE_KEY = dg.AssetKey("world_bundle")
 
 
 def code_version() -> str:
-    """The engine source fingerprint (shortened): what every stage's code is."""
+    """The engine's world-building source fingerprint (shortened): what every stage's code is."""
     return engine_fingerprint()[:16]
 
 

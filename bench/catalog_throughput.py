@@ -41,8 +41,8 @@ def main() -> None:
     home, data = base / "dagster_home", base / "data"
     os.environ["DAGSTER_HOME"] = str(home)
     warnings.filterwarnings("ignore")
-    from pipelines.partitions import world_partitions
-    from pipelines.runner import open_instance
+    from worldfactory_dagster.pipelines.partitions import world_partitions
+    from worldfactory_dagster.pipelines.runner import open_instance
 
     instance = open_instance()
     instance.add_dynamic_partitions(world_partitions.name, ids)

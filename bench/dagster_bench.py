@@ -62,9 +62,9 @@ def main() -> None:
     engine, engine_cpu = t1 - t0, c1 - c0
     stages = {"engine": stage_seconds(base / "engine", ids)}
 
-    from pipelines.partitions import world_partitions
-    from pipelines.runner import build_worlds, open_instance
-    from resources.world_store import WorldStore
+    from worldfactory_dagster.pipelines.partitions import world_partitions
+    from worldfactory_dagster.pipelines.runner import build_worlds, open_instance
+    from worldfactory_dagster.resources.world_store import WorldStore
 
     if registered > len(ids):  # the other worlds first, so the built ones stay one contiguous range
         others = [w for w in catalog_world_ids(ts, variants=20) if w not in set(ids)][:registered - len(ids)]

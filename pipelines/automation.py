@@ -1,17 +1,16 @@
 """Registration sensor (new worlds from the registry and data/briefs/) and the nightly rebuild."""
 
 # No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
-import warnings
 
 import dagster as dg
 
-from assets.stage import GROUP
-from pipelines.jobs import world_build
-from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
-from resources.world_store import WorldStore
 from worldfactory.registry import wanted_worlds
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.templates import TemplateError
+from worldfactory_dagster.assets.stage import GROUP
+from worldfactory_dagster.pipelines.jobs import world_build
+from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START, world_partitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 
 def range_requests(new: list[str], size: int = WORLDS_PER_RUN) -> list[dg.RunRequest]:
@@ -51,11 +50,10 @@ def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: Worl
     )
 
 
-with warnings.catch_warnings():  # `use_user_code_server` is beta in Dagster 1.13; the custom condition needs it
-    warnings.simplefilter("ignore", dg.BetaWarning)
-    nightly_rebuild = dg.AutomationConditionSensorDefinition(
-        "nightly_rebuild", target=dg.AssetSelection.groups(GROUP, "catalog"),
-        default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60, use_user_code_server=True,
-        description="At 03:00 UTC rebuilds the registered worlds whose inputs changed (engine source, the template "
-                    "files and brief each reads) or that were never built; refreshes the catalog at 03:30 UTC.",
-    )
+# `use_user_code_server` is beta in Dagster 1.13 (the custom condition needs it): its warning is off (quiet.py)
+nightly_rebuild = dg.AutomationConditionSensorDefinition(
+    "nightly_rebuild", target=dg.AssetSelection.groups(GROUP, "catalog"),
+    default_status=dg.DefaultSensorStatus.RUNNING, minimum_interval_seconds=60, use_user_code_server=True,
+    description="At 03:00 UTC rebuilds the registered worlds whose inputs changed (engine source, the template "
+                "files and brief each reads) or that were never built; refreshes the catalog at 03:30 UTC.",
+)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import catalog, image
-from assets.stage import stage_assets
-from assets.versions import nightly_condition
-from pipelines.automation import nightly_rebuild, world_registry_sensor
-from pipelines.jobs import catalog_refresh, world_build, world_images
-from resources.policy import RolloutPolicy
-from resources.world_store import WorldStore, default_store
+from worldfactory_dagster.assets import catalog, image
+from worldfactory_dagster.assets.stage import stage_assets
+from worldfactory_dagster.assets.versions import nightly_condition
+from worldfactory_dagster.pipelines.automation import nightly_rebuild, world_registry_sensor
+from worldfactory_dagster.pipelines.jobs import catalog_refresh, world_build, world_images
+from worldfactory_dagster.resources.policy import RolloutPolicy
+from worldfactory_dagster.resources.world_store import WorldStore, default_store
 
 
 def make_definitions(store: WorldStore | None = None, policy: RolloutPolicy | None = None) -> dg.Definitions:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets.image import GROUP as IMAGE_GROUP
-from assets.stage import GROUP
+from worldfactory_dagster.assets.image import GROUP as IMAGE_GROUP
+from worldfactory_dagster.assets.stage import GROUP
 
 world_build = dg.define_asset_job(
     "world_build", selection=dg.AssetSelection.groups(GROUP),

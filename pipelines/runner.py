@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,15 +19,15 @@ from typing import Any
 import dagster as dg
 from pydantic import BaseModel
 
-from assets.stage import PROGRESS
-from assets.versions import FORCE_TAG, stale_worlds
-from pipelines.definitions import make_definitions
-from pipelines.partitions import RANGE_END, RANGE_START, world_partitions
-from resources.world_store import WorldStore
 from worldfactory.catalog import catalog_path, remove_world_rows
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
 from worldfactory.stages.pipeline import ensure_catalog_rows
+from worldfactory_dagster.assets.stage import PROGRESS
+from worldfactory_dagster.assets.versions import FORCE_TAG, stale_worlds
+from worldfactory_dagster.pipelines.definitions import make_definitions
+from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START, world_partitions
+from worldfactory_dagster.resources.world_store import WorldStore
 
 # The daemon's run monitoring cancels runs that never start (start_timeout_seconds). It cannot see a
 # STARTED run whose process was killed: for the default run launcher and execute_in_process there is
@@ -107,7 +106,7 @@ def world_store(data_root: Path, templates_root: str | None = None) -> WorldStor
 
 def workspace_file() -> Path:
     """The workspace.yaml that `dagster dev` loads (the project's own)."""
-    from resources.world_store import PROJECT_ROOT
+    from worldfactory_dagster.resources.world_store import PROJECT_ROOT
 
     return PROJECT_ROOT / "workspace.yaml"
 
@@ -216,8 +215,6 @@ _WORKER: dict[str, Any] = {}  # a --jobs worker process's store, instance and jo
 
 
 def _worker_init(root: str, templates_root: str) -> None:
-    warnings.filterwarnings("ignore", category=dg.BetaWarning)
-    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     store = WorldStore(root=root, templates_root=templates_root)
     _WORKER.update(store=store, instance=open_instance(),
                    job=make_definitions(store).resolve_job_def("world_build"))
@@ -249,8 +246,6 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
     A world that is current (assets/versions.py: Dagster's latest bundle and the published one
     both record its current inputs fingerprint) is skipped unless `force`.
     """
-    warnings.filterwarnings("ignore", category=dg.BetaWarning)
-    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
     instance = open_instance()
     fail_dead_runs(instance)
     defs = make_definitions(store)

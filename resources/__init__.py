@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from resources.policy import RolloutPolicy
-from resources.world_store import WorldStore, default_store
+from worldfactory_dagster.resources.policy import RolloutPolicy
+from worldfactory_dagster.resources.world_store import WorldStore, default_store
 
 __all__ = ["RolloutPolicy", "WorldStore", "default_store"]

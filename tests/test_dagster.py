@@ -16,15 +16,15 @@ import dagster as dg
 import duckdb
 import pytest
 
-from pipelines.automation import range_requests, world_registry_sensor
-from pipelines.definitions import make_definitions
-from pipelines.partitions import RANGE_END, RANGE_START
-from pipelines.runner import root_cause
-from resources.world_store import WorldStore
 from tests.conftest import EXAMPLES, PYTHON, ROOT, SMALL, small_templates_at
 from worldfactory.registry import mark_deleted
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
+from worldfactory_dagster.pipelines.automation import range_requests, world_registry_sensor
+from worldfactory_dagster.pipelines.definitions import make_definitions
+from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START
+from worldfactory_dagster.pipelines.runner import root_cause
+from worldfactory_dagster.resources.world_store import WorldStore
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

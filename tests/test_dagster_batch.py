@@ -13,12 +13,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from assets.stage import add_partition_metadata
-from assets.versions import stale_worlds
-from pipelines.runner import build_worlds, contiguous_batches, root_cause, world_store
 from tests.conftest import SMALL, small_templates_at
 from worldfactory.fingerprints import world_inputs_fingerprint
 from worldfactory.stages import STAGES
+from worldfactory_dagster.assets.stage import add_partition_metadata
+from worldfactory_dagster.assets.versions import stale_worlds
+from worldfactory_dagster.pipelines.runner import build_worlds, contiguous_batches, root_cause, world_store
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)

@@ -18,8 +18,8 @@ from pathlib import Path
 import dagster as dg
 import duckdb
 
-from pipelines.runner import INSTANCE_YAML, PROCESS_TAG, fail_dead_runs, process_tag
 from tests.conftest import PYTHON, SMALL, small_templates_at
+from worldfactory_dagster.pipelines.runner import INSTANCE_YAML, PROCESS_TAG, fail_dead_runs, process_tag
 
 WORLD = SMALL[0]
 

@@ -12,10 +12,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from pipelines.partitions import RANGE_END, RANGE_START
 from tests.conftest import PYTHON, ROOT, SMALL, small_templates_at
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
+from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START
 
 WORLDS = [*SMALL, SMALL[0].replace("--v001", "--v002")]
 # The stage assets' backfill policy runs ranges of up to WORLDS_PER_RUN worlds (pipelines/partitions.py):

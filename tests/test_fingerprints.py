@@ -1,12 +1,23 @@
-"""A world's inputs fingerprint covers exactly the template files and brief file that world reads."""
+"""A world's inputs fingerprint covers exactly the engine code that builds worlds and the template files
+and brief file that world reads."""
 
 from __future__ import annotations
 
+import ast
+import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
-from tests.conftest import ROOT
-from worldfactory.fingerprints import world_inputs_fingerprint, world_template_files
+from tests.conftest import EXAMPLES, PYTHON, ROOT
+from worldfactory.fingerprints import (
+    NOT_WORLD_CODE,
+    engine_fingerprint,
+    source_fingerprint,
+    world_inputs_fingerprint,
+    world_template_files,
+)
 from worldfactory.seeds import catalog_world_ids
 from worldfactory.stages.core import inputs_fingerprint
 from worldfactory.templates import load_templates
@@ -95,3 +106,114 @@ def test_a_brief_world_follows_its_brief_file(tmp_path: Path) -> None:
     assert _prints(root, [wid], briefs)[wid] != first
     brief.unlink()  # a missing brief: every template counts, and the build says what is wrong
     assert "domains/litigation-firm.yaml" in world_template_files(ts, wid, briefs)
+
+
+# --- the engine's part: the code that builds worlds, not the applications around it -----------------------
+
+ENGINE = ROOT / "worldfactory"
+
+
+def _engine_copy(tmp_path: Path) -> Path:
+    """A copy of the engine's source tree (worldfactory/) beside the project's templates."""
+    src = tmp_path / "src"
+    shutil.copytree(ENGINE, src / "worldfactory", ignore=shutil.ignore_patterns("__pycache__"))
+    os.symlink(ROOT / "world_templates", src / "world_templates")
+    return src
+
+
+def _module_files(package: Path, name: str) -> list[Path]:
+    return [package / f"{name}.py"] if (package / f"{name}.py").is_file() else sorted((package / name).rglob("*.py"))
+
+
+def test_every_left_out_module_exists_and_editing_one_keeps_the_fingerprint(tmp_path: Path) -> None:
+    package = _engine_copy(tmp_path) / "worldfactory"
+    first = source_fingerprint(package)
+    assert first == engine_fingerprint()  # a copy of the same source: the same fingerprint
+    for name in NOT_WORLD_CODE:
+        files = _module_files(package, name)
+        assert files, f"NOT_WORLD_CODE names {name}, which is not a module or package of worldfactory/"
+        for path in files:
+            _touch(path)
+        assert source_fingerprint(package) == first, name
+    for path in (package / "generate" / "tools.py", package / "stages" / "bundle.py", package / "spec.py"):
+        _touch(path)
+        assert source_fingerprint(package) != first, path
+        first = source_fingerprint(package)
+
+
+def _imported(path: Path, module: str) -> set[str]:
+    """The worldfactory modules a source file imports, deferred imports in function bodies included."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            found |= {base, *(f"{base}.{a.name}" for a in node.names)}
+    return {m for m in found if m.split(".")[0] == "worldfactory"}
+
+
+def _source(module: str) -> Path | None:
+    path = ROOT / Path(*module.split("."))
+    return path / "__init__.py" if (path / "__init__.py").is_file() else (
+        path.with_suffix(".py") if path.with_suffix(".py").is_file() else None)
+
+
+def build_closure() -> set[str]:
+    """Every worldfactory module that building a world imports, from the stages and build_world down."""
+    seen: set[str] = set()
+    todo = ["worldfactory.stages", "worldfactory.stages.pipeline"]
+    while todo:
+        module = todo.pop()
+        path = _source(module)
+        if module in seen or path is None:
+            continue
+        seen.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:i]) for i in range(1, len(parts))]  # importing a.b.c runs a and a.b
+        todo += sorted(_imported(path, module))
+    return seen
+
+
+def test_the_build_never_imports_a_left_out_module() -> None:
+    """What NOT_WORLD_CODE leaves out cannot change a world's bytes: no module a build runs imports it."""
+    closure = build_closure()
+    assert {"worldfactory.stages.bundle", "worldfactory.generate.tools", "worldfactory.confine"} <= closure
+    reached = sorted(m for m in closure if m.count(".") and m.split(".")[1] in NOT_WORLD_CODE)
+    assert not reached, f"the build imports {reached}: drop them from NOT_WORLD_CODE (they write world bytes)"
+
+
+def _build_examples(src: Path, data: Path) -> dict[str, bool]:
+    """`worldfactory build --examples --no-dagster` run from a copy of the engine: world ID -> was it cached."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    env.pop("WORLDFACTORY_DATA", None)
+    out = subprocess.run([PYTHON, "-m", "worldfactory.cli", "build", "--examples", "--no-dagster", "--json",
+                          "--data", str(data)], cwd=src.parent, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {r["world_id"]: r["skipped"] for r in json.loads(out.stdout)}
+
+
+def test_cli_help_keeps_the_examples_cached_and_a_generator_change_rebuilds_them(tmp_path: Path,
+                                                                                   worlds_dir: Path) -> None:
+    """A real copy of the engine's source: its CLI's help text edited, the built examples stay cached;
+    a generator edited, the same command rebuilds every one of them."""
+    src = _engine_copy(tmp_path)
+    data = tmp_path / "data"
+    shutil.copytree(worlds_dir, data / "worlds")
+    if (worlds_dir.parent / "catalog").is_dir():  # its rows too: a cached world's rows are then not rewritten
+        shutil.copytree(worlds_dir.parent / "catalog", data / "catalog")
+    cli = src / "worldfactory" / "cli.py"
+    text = cli.read_text()
+    assert "rebuild even when up to date" in text
+    cli.write_text(text.replace("rebuild even when up to date", "rebuild even when current"))
+    assert _build_examples(src, data) == dict.fromkeys(EXAMPLES, True)
+    _touch(src / "worldfactory" / "generate" / "tools.py")
+    assert _build_examples(src, data) == dict.fromkeys(EXAMPLES, False)
+    for wid in EXAMPLES:  # the rebuilt worlds record the copy's new fingerprint
+        assert json.loads((data / "worlds" / wid / "world.json").read_text())["inputs_fingerprint"] != \
+            json.loads((worlds_dir / wid / "world.json").read_text())["inputs_fingerprint"]

@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 
-from pipelines.instance_sync import ENV
-from pipelines.runner import open_instance
+from worldfactory_dagster.pipelines.instance_sync import ENV
+from worldfactory_dagster.pipelines.runner import open_instance
 
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 

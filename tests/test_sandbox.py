@@ -4,8 +4,9 @@ listener, the database unchanged).
 
 Layers: World.open refuses the tampered bundle (file hashes); with the development flag that skips
 the hashes, the static allowlist refuses the code; with that skipped too (static=False, tests only),
-the code runs in the confined worker and the OS boundary (bubblewrap namespaces, read-only /,
-seccomp, the audit hook) still holds.
+the code runs in the confined worker and the OS boundary still holds: under each boundary
+(bubblewrap's namespaces and read-only /, or Landlock's write and network rules; seccomp and the
+audit hook in both), forced with WORLDFACTORY_BOUNDARY.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ import json
 import shutil
 import socket
 import sqlite3
+import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import EXAMPLES, SMALL
-from worldfactory import confine
+from worldfactory import boundary, confine
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.tools import tool_specs, tools_source
 from worldfactory.runtime.world import World, WorldError
@@ -31,8 +34,19 @@ from worldfactory.seeds import expand_world
 from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import TemplateError, load_templates
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (Debian package bubblewrap)")
+pytestmark = pytest.mark.skipif(all(boundary.why_not(k) for k in boundary.BOUNDARIES),
+                                reason="needs an OS boundary: bubblewrap or Landlock")
 WID = EXAMPLES[0]
+
+
+@pytest.fixture(params=boundary.BOUNDARIES)
+def under(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The escape tests run under each boundary (forced; skipped where it cannot start here)."""
+    reason = boundary.why_not(request.param)
+    if reason is not None:
+        pytest.skip(reason)
+    monkeypatch.setenv(boundary.ENV_BOUNDARY, request.param)
+    return request.param
 
 # A tool body that runs the attack and reports what happened instead of raising.
 HOSTILE = '''
@@ -82,6 +96,7 @@ def run_confined(bundle: Path, tool: str, param: str) -> dict:
     """The hostile code past every Python-level check, in the confined worker: what happened there."""
     world = confine.open_world(bundle, verify=False, static=False)
     assert type(world).__name__ == "RemoteWorld"
+    assert world._worker.boundary == boundary.choose()
     with world.episode() as ep:
         step = ep.call(tool, {param: 1})
         assert step.ok, step.error
@@ -95,7 +110,7 @@ def target(tmp_path: Path) -> Path:
     return tmp_path / "escaped"
 
 
-def test_typing_sys(worlds_dir: Path, tmp_path: Path, target: Path) -> None:
+def test_typing_sys(worlds_dir: Path, tmp_path: Path, target: Path, under: str) -> None:
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""
 import typing
 os = typing.sys.modules['os']
@@ -111,7 +126,7 @@ os.write(fd, b'escaped')""")
         static_check("from typing import Any\n_ = Any.sys.modules\n")
 
 
-def test_os_open_write(worlds_dir: Path, tmp_path: Path, target: Path) -> None:
+def test_os_open_write(worlds_dir: Path, tmp_path: Path, target: Path, under: str) -> None:
     # the audit hook refuses os.open for writing; _io.FileIO too; the OS refuses whatever gets past it
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""
 import sys
@@ -130,7 +145,7 @@ return {{"outcome": "refused" if 'opened' not in results else "done", "error": r
     assert not target.exists()
 
 
-def test_attach_and_vacuum_into(worlds_dir: Path, tmp_path: Path) -> None:
+def test_attach_and_vacuum_into(worlds_dir: Path, tmp_path: Path, under: str) -> None:
     # SQLite opens files in C, where no audit hook sees it: the read-only file system refuses
     attached, vacuumed = tmp_path / "attached.db", tmp_path / "vacuumed.db"
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""
@@ -150,7 +165,46 @@ return {{"outcome": "refused" if len(errors) == 3 else "done", "error": errors}}
     assert any("unable to open" in e or "readonly" in e or "read-only" in e for e in out["error"]), out
 
 
-def test_authorizer_removal(worlds_dir: Path, tmp_path: Path, target: Path) -> None:
+def test_landlock_writes_only_in_its_scratch_folder(worlds_dir: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under Landlock (no mount namespace, the real file system): a write from C (SQLite, which no audit
+    hook sees) is refused outside the worker's scratch folder and works inside it; the folder goes
+    with the worker, and one a killed process left goes when the next worker starts."""
+    if boundary.why_not("landlock"):
+        pytest.skip(str(boundary.why_not("landlock")))
+    monkeypatch.setenv(boundary.ENV_BOUNDARY, "landlock")
+    outside = tmp_path / "outside.db"
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a process that has ended: its scratch folder (left by a kill) goes when the next worker starts
+    stale = Path(tempfile.gettempdir()) / f"{boundary.SCRATCH_PREFIX}{gone.pid}-planted"
+    stale.mkdir()
+    confine.shutdown()
+    bundle, tool, param = plant(worlds_dir, tmp_path, f"""
+import sqlite3, sys
+inside = sys.modules['os'].environ['TMPDIR'] + '/inside.db'
+conn = sqlite3.connect(':memory:')
+conn.execute("CREATE TABLE t (a)")
+out = {{}}
+for where, path in (('outside', {str(outside)!r}), ('inside', inside)):
+    try:
+        conn.execute("VACUUM INTO ?", (path,))
+        out[where] = 'written'
+    except BaseException as exc:
+        out[where] = str(exc)
+return {{"outcome": "refused" if out['outside'] != 'written' else "done", "error": out, "scratch": inside}}""")
+    out = run_confined(bundle, tool, param)
+    assert out["outcome"] == "refused" and "unable to open" in out["error"]["outside"], out
+    assert out["error"]["inside"] == "written", out
+    assert not outside.exists()
+    scratch = Path(out["scratch"]).parent
+    assert scratch.is_dir() and scratch.name.startswith(boundary.SCRATCH_PREFIX)
+    assert (scratch / "inside.db").is_file()  # the one folder it may write: the parent's temp folder
+    assert not stale.exists()
+    confine.shutdown()
+    assert not scratch.exists()
+
+
+def test_authorizer_removal(worlds_dir: Path, tmp_path: Path, target: Path, under: str) -> None:
     before = seed_hash(worlds_dir)
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""
 conn = db._conn
@@ -175,7 +229,7 @@ except BaseException as exc:
     assert seed_hash(worlds_dir) == before
 
 
-def test_fork_exec(worlds_dir: Path, tmp_path: Path, target: Path) -> None:
+def test_fork_exec(worlds_dir: Path, tmp_path: Path, target: Path, under: str) -> None:
     # _posixsubprocess raises no audit event: seccomp refuses fork, vfork, clone and execve
     bundle, tool, param = plant(worlds_dir, tmp_path, f"""
 import sys
@@ -225,7 +279,7 @@ class Listener:
         self.sock.close()
 
 
-def test_sockets(worlds_dir: Path, tmp_path: Path) -> None:
+def test_sockets(worlds_dir: Path, tmp_path: Path, under: str) -> None:
     listener = Listener()
     try:
         bundle, tool, param = plant(worlds_dir, tmp_path, f"""
@@ -362,17 +416,11 @@ def test_bounded_inputs(worlds: dict[str, World]) -> None:
     conn.execute("INSERT INTO t VALUES ('2026-02-28')")
 
 
-def test_missing_bubblewrap_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(confine.shutil, "which", lambda _name: None)
-    with pytest.raises(confine.ConfinementError, match=r"`bubblewrap`.*--unconfined.*WORLDFACTORY_UNCONFINED=1"):
-        confine.bwrap_argv()
-
-
-def test_worker_boundary() -> None:
-    """The worker's own view: its namespaces, seccomp and limits, as reported from inside."""
+def test_worker_boundary(under: str) -> None:
+    """The worker starts under the boundary asked for, and answers."""
     out = confine.run_job("ping")
     assert out == "pong"
-    assert confine.worker().alive()
+    assert confine.worker().alive() and confine.worker().boundary == under
 
 
 def test_catalog_rows_come_back_and_staging_is_cleaned(worlds_dir: Path, tmp_path: Path) -> None:

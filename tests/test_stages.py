@@ -10,10 +10,10 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.definitions import make_definitions
 from tests.conftest import EXAMPLES, PYTHON, ROOT
 from worldfactory.stages import BUNDLE_FILES, STAGES
 from worldfactory.stages.core import Stage
+from worldfactory_dagster.pipelines.definitions import make_definitions
 
 STAGE_DIR = ROOT / "worldfactory" / "stages"
 SHARED = {"__init__", "core", "pipeline"}
@@ -74,8 +74,8 @@ def test_docs_list_the_stages_in_registry_order() -> None:
     assert [check for _, check in rows] == [s.check for s in STAGES]
 
 
-DAGSTER_SIDE = {"pipelines", "resources", "assets", "dagster", "dagster_docker", "dagster_postgres",
-                "dagster_webserver"}
+DAGSTER_SIDE = {"worldfactory_dagster", "pipelines", "resources", "assets", "dagster", "dagster_docker",
+                "dagster_postgres", "dagster_webserver"}
 
 
 def dagster_side_imports(path: Path) -> set[str]:
@@ -91,10 +91,10 @@ def dagster_side_imports(path: Path) -> set[str]:
 
 def test_the_engine_reaches_dagster_only_through_the_cli_and_its_runner() -> None:
     """Every source file under worldfactory/, the adapters included: only cli.py imports the Dagster side,
-    and only pipelines.runner (inside the commands that build through Dagster)."""
+    and only worldfactory_dagster.pipelines.runner (inside the commands that build through Dagster)."""
     found = {str(p.relative_to(ROOT)): mods for p in sorted((ROOT / "worldfactory").rglob("*.py"))
              if (mods := dagster_side_imports(p))}
-    assert found == {"worldfactory/cli.py": {"pipelines.runner"}}
+    assert found == {"worldfactory/cli.py": {"worldfactory_dagster.pipelines.runner"}}
 
 
 def test_no_engine_module_loads_dagster() -> None:
@@ -107,8 +107,8 @@ def test_no_engine_module_loads_dagster() -> None:
             "         if not m.name.startswith('worldfactory.adapters')]\n"
             "for name in names:\n"
             "    importlib.import_module(name)\n"
-            "print(len(names), sorted(k for k in sys.modules if k.split('.')[0] in ('dagster', 'pipelines', "
-            "'assets', 'resources')))\n")
+            "print(len(names), sorted(k for k in sys.modules if k.split('.')[0] in ('dagster', 'worldfactory_dagster', "
+            "'pipelines', 'assets', 'resources')))\n")
     r = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     count, loaded = r.stdout.split(" ", 1)

@@ -130,8 +130,8 @@ def test_the_site_lists_every_world_with_filters_and_plots(built: Path, tmp_path
 
 
 def test_bundle_metadata_links_the_page_and_summarises() -> None:
-    from assets.stage import report_metadata
-    from resources.world_store import WorldStore
+    from worldfactory_dagster.assets.stage import report_metadata
+    from worldfactory_dagster.resources.world_store import WorldStore
 
     report = StageReport(world_id=SMALL[0], stage="world_bundle", files={PAGE: "ab", "world.json": "cd"},
                          counts={"files": 15, "bytes": 1000}, cost=StageCost(wall_seconds=1.5))

@@ -215,6 +215,20 @@ def refresh_database(data_root: Path) -> Path:
     return target
 
 
+# DuckDB installs and loads an extension it knows of (httpfs, ...) when a query names what it serves,
+# over the network: never here.
+NO_EXTENSION_INSTALLS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+def confine_reads(con: Any, catalog_root: Path) -> None:
+    """After the views exist: the connection reads only the catalog's folder (no other file, no URL), and
+    its configuration is locked, so a query cannot widen it again."""
+    folder = str(catalog_root.resolve()).replace("'", "''")
+    con.execute(f"SET allowed_directories = ['{folder}/']")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
 def query(data_root: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run read-only SQL over the catalog views: SELECT statements only."""
     import duckdb
@@ -229,9 +243,10 @@ def query(data_root: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         if st.type != duckdb.StatementType.SELECT:
             raise CatalogError(f"only SELECT queries are allowed here (got {st.type.name}); "
                                f"the catalog is read-only")
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:", config=NO_EXTENSION_INSTALLS)
     try:
         create_views(con, data_root / "catalog")
+        confine_reads(con, data_root / "catalog")
         try:
             cur = None
             for st in statements:

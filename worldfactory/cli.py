@@ -4,6 +4,8 @@ image, query, delete, ui."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import json
 import os
 import sys
@@ -14,37 +16,31 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from worldfactory.data_root import data_root, resolve_world
 from worldfactory.parallel import default_jobs
+from worldfactory.ports import SERVE_PORT
 from worldfactory.run_size import WORLDS_PER_RUN
+from worldfactory.safe_text import printable
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
     from worldfactory.rollouts import RolloutConfig
 
-ERR = Console(stderr=True)
+
+
+class _ErrorConsole(Console):
+    """stderr, with the control characters of what is said (a model's or a pack's text) shown as escapes."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+ERR = _ErrorConsole(stderr=True)
 
 
 def out_console() -> Console:
     """Tables read badly at 80 columns: use 120 when the output is not a terminal."""
     return Console() if sys.stdout.isatty() else Console(width=120)
-
-
-def data_root() -> Path:
-    return Path(os.environ.get("WORLDFACTORY_DATA", "data"))
-
-
-def resolve_world(ref: str) -> Path:
-    """WORLD is a bundle path or a world ID under data/worlds/."""
-    path = Path(ref)
-    if path.is_dir():
-        return path
-    candidate = data_root() / "worlds" / ref
-    if candidate.is_dir():
-        return candidate
-    from worldfactory.runtime.world import WorldError
-
-    raise WorldError(f"no world '{ref}': not a folder, and not built under {data_root() / 'worlds'}; "
-                     f"build it with `worldfactory build {ref}`")
 
 
 def cmd_check_pack(args: argparse.Namespace) -> int:
@@ -53,7 +49,7 @@ def cmd_check_pack(args: argparse.Namespace) -> int:
 
     lines = check_files([Path(f) for f in args.files], Path(args.templates) if args.templates else None)
     for line in lines:
-        print(line)
+        print(printable(line))
     if lines:
         sys.stdout.flush()  # the problems first, whole lines, when both streams go to one terminal or file
         print(f"{len(lines)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
@@ -78,13 +74,25 @@ def cmd_seeds(args: argparse.Namespace) -> int:
         print(json.dumps({"seed_types": seed_types(ts), "variants": ts.catalog.variants,
                           "examples": ts.catalog.examples}, indent=1))
         return 0
-    table = Table(title=f"{len(seed_types(ts))} seed types x {ts.catalog.variants} variants")
-    for col in ("seed type", "domain", "company type", "example world ID"):
-        table.add_column(col)
-    for s in seed_types(ts):
-        d, c = s.split(".")
-        table.add_row(s, ts.domains[d].title, ts.company_types[c].title, f"{s}--v001")
-    out_console().print(table)
+    title = f"{len(seed_types(ts))} seed types x {ts.catalog.variants} variants"
+    header = ("seed type", "domain", "company type", "example world ID")
+    rows = [(s, ts.domains[s.split(".")[0]].title, ts.company_types[s.split(".")[1]].title, f"{s}--v001")
+            for s in seed_types(ts)]
+    console = Console()
+    table = Table(title=title)
+    for col in header:  # IDs are never cut or wrapped; the titles wrap
+        table.add_column(col, no_wrap=col in ("seed type", "example world ID"))
+    for row in rows:
+        table.add_row(*row)
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if sys.stdout.isatty() and natural <= console.width:
+        console.print(table)
+        return 0
+    # Piped, or a terminal too narrow for the whole table: aligned plain lines, every ID whole
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    print(title)
+    for row in [header, *rows]:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
     return 0
 
 
@@ -93,7 +101,7 @@ def templates_root() -> str | None:
 
 
 def _root(args: argparse.Namespace) -> Path:
-    return Path(args.data) if getattr(args, "data", None) else data_root()
+    return data_root(getattr(args, "data", None))
 
 
 def _model_settings(args: argparse.Namespace) -> None:
@@ -129,6 +137,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 2
     for wid in ids:
         check_world_id(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
+    from worldfactory import boundary, confine
+
+    # before any work: which boundary generated code runs under (none can start: one message saying what to do)
+    ERR.print(f"generated code runs under: {boundary.describe(confine.boundary_name())}", markup=False,
+              highlight=False, soft_wrap=True)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=ERR, transient=False)
     with progress:
@@ -213,8 +226,8 @@ def _build_engine(ids: list[str], root: Path, ts: Any, force: bool, on_stage: An
 
 def _build_dagster(ids: list[str], root: Path, force: bool, batch: int, on_stage: Any,
                    on_done: Any, jobs: int = 1) -> tuple[list, list]:
-    from pipelines.runner import build_worlds, world_store
     from worldfactory.stages.pipeline import up_to_date_result
+    from worldfactory_dagster.pipelines.runner import build_worlds, world_store
 
     outcomes = build_worlds(ids, world_store(root, templates_root()), force=force, batch=batch, jobs=jobs,
                             on_stage=on_stage, on_done=lambda o: on_done(o.world_id, o.ok))
@@ -264,7 +277,7 @@ def cmd_brief_new(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    path = resolve_world(args.world)
+    path = resolve_world(args.world, _root(args))
     manifest = json.loads((path / "world.json").read_text())
     if args.json:
         print(json.dumps(manifest, indent=1, sort_keys=True))
@@ -297,7 +310,7 @@ def _open_world(args: argparse.Namespace, ref: str) -> Any:
     """The world, its generated code confined (see worldfactory.confine); its files checked unless --no-verify."""
     from worldfactory import confine
 
-    return confine.open_world(resolve_world(ref), verify=not getattr(args, "no_verify", False))
+    return confine.open_world(resolve_world(ref, _root(args)), verify=not getattr(args, "no_verify", False))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -335,9 +348,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     console = out_console()
     console.print(f"[bold]{args.task_id}[/bold]: {world.task(args.task_id).instruction}")
-    for s in result.trace:
-        mark = "[green]ok[/green]" if s.ok else f"[red]error[/red] {s.error}"
-        console.print(f"  {s.index:>4} {s.tool}({json.dumps(s.args)}) {mark}")
+    if args.steps:
+        for s in result.trace:
+            mark = "[green]ok[/green]" if s.ok else f"[red]error[/red] {s.error}"
+            console.print(f"  {s.index:>4} {s.tool}({json.dumps(s.args)}) {mark}")
+    else:  # a task can take 1,000 calls: a count here; --steps lists them, --trace records them
+        errors = sum(not s.ok for s in result.trace)
+        console.print(f"  {len(result.trace)} tool call(s), {errors} error(s)"
+                      + (f"; trace in {args.trace} (`worldfactory replay {args.trace}`)" if args.trace
+                         else "; --steps lists them"))
     if result.answer is not None:
         console.print(f"  answer: {result.answer}")
     verdict = "[green]PASSED[/green]" if result.verdict.passed else "[red]FAILED[/red]"
@@ -410,10 +429,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """The server process is confined whole: re-executed under bubblewrap (HTTP gets a socket bound here)."""
+    """The server process is confined whole: re-executed under the OS boundary (HTTP gets a socket bound here)."""
     from worldfactory import confine
 
-    path = resolve_world(args.world)
+    path = resolve_world(args.world, _root(args))
     options = _serve_options(args) if args.transport == "http" else None
     if args.transport == "http" and options is None:
         return 2
@@ -485,7 +504,7 @@ def _serve_confined(args: argparse.Namespace, path: Path, options: Any) -> int:
     # here: uvicorn takes an inherited fd for a Unix socket, so asyncio never sets it, and Nagle's
     # algorithm against delayed ACKs then costs 40 ms a response.
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    read_end, write_end = os.pipe()  # the token goes in through a pipe: never in argv, and bwrap clears env
+    read_end, write_end = os.pipe()  # the token goes in through a pipe: never in argv, and the env is cleared
     try:
         os.write(write_end, token.encode())
         os.close(write_end)
@@ -525,7 +544,7 @@ def cmd_image(args: argparse.Namespace) -> int:
         return 2
     failed = 0
     for ref in refs:
-        path = resolve_world(ref)
+        path = resolve_world(ref, _root(args))
         try:
             built = build_world_image(path, force=args.force, log=(lambda line: ERR.print(line, markup=False,
                                       highlight=False)) if args.verbose else None)
@@ -571,7 +590,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     root = _root(args)
     if args.worlds:
-        bundles = [root / "worlds" / w if (root / "worlds" / w).is_dir() else resolve_world(w) for w in args.worlds]
+        bundles = [resolve_world(w, root) for w in args.worlds]
     else:
         bundles = sorted(p.parent for p in (root / "worlds").glob("*/world.json"))
         if not bundles:
@@ -592,7 +611,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_page(args: argparse.Namespace) -> int:
     from worldfactory.generate.page import bundle_page
 
-    page = bundle_page(resolve_world(args.world)).encode()
+    page = bundle_page(resolve_world(args.world, _root(args))).encode()
     if args.out:
         Path(args.out).write_bytes(page)
         print(f"wrote {args.out} ({len(page)} bytes)")
@@ -621,12 +640,10 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from worldfactory.briefs import BRIEF_ID_RE
-    from worldfactory.seeds import WORLD_ID_RE, SeedError
+    from worldfactory.seeds import SeedError, check_world_id
 
-    if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
-        raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
-    from pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
+    check_world_id(args.world_id)
+    from worldfactory_dagster.pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
 
     root = _root(args)
     removed = delete_world(args.world_id, world_store(root, templates_root()))
@@ -641,23 +658,90 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    import subprocess
-
-    from pipelines.runner import dagster_home, workspace_file
+    from worldfactory_dagster.pipelines.runner import dagster_home, workspace_file
 
     env = dict(os.environ, DAGSTER_HOME=str(dagster_home()), WORLDFACTORY_DATA=str(_root(args).resolve()))
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", str(workspace_file()),
+    # `dagster dev`, without its API-stability warnings (pipelines/__main__.py)
+    cmd = [sys.executable, "-m", "worldfactory_dagster.pipelines", "dev", "-w", str(workspace_file()),
            "-h", args.host, "-p", str(args.port)]
     ERR.print(f"Dagster UI on http://{args.host}:{args.port} (webserver and daemon; Ctrl-C stops both). "
               f"Instance: {env['DAGSTER_HOME']}; data: {env['WORLDFACTORY_DATA']}")
+    return run_process_group(cmd, env=env, cwd=str(workspace_file().parent))
+
+
+def run_process_group(cmd: list[str], env: dict[str, str], cwd: str, grace: float = 20.0) -> int:
+    """Run cmd in a process group of its own and leave nothing of it behind.
+
+    SIGINT or SIGTERM here asks its leader to stop (SIGINT: `dagster dev` then stops the webserver,
+    daemon and code servers it started); after `grace` seconds, or once the leader is gone, whatever
+    is left of the group is killed. Without the group, a killed wrapper left the webserver answering.
+    """
+    import signal
+    import subprocess
+    import time
+
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, start_new_session=True)
+    asked: list[float] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        asked.append(time.monotonic())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGINT)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        return subprocess.call(cmd, env=env, cwd=str(workspace_file().parent))
-    except KeyboardInterrupt:
-        return 0
+        while True:
+            try:
+                code = proc.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if asked and time.monotonic() - asked[0] > grace:
+                    proc.kill()
+    finally:
+        _end_group(proc.pid, grace=5.0)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0 if asked else code
+
+
+def _end_group(pgid: int, grace: float) -> None:
+    """SIGTERM every process left in the group, then SIGKILL those still there after `grace` seconds."""
+    import signal
+    import time
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and group_alive(pgid):
+            time.sleep(0.1)
+
+
+def group_alive(pgid: int) -> list[int]:
+    """The live (not zombie) processes of a process group, read from /proc."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+DATA_HELP = "data root: worlds are found under DATA/worlds (default $WORLDFACTORY_DATA, else data/)"
+
+
+def _data_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", help=DATA_HELP)
 
 
 def _policy_args(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai"])
+    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai"],
+                   help="who acts: the task's oracle plan, nobody, random calls, the oracle with errors, or a model")
     p.add_argument("--error-rate", type=float, default=0.1, help="noisy policy: chance each step goes wrong")
     p.add_argument("--base-url", help="openai policy: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", help="openai policy: the model name the server serves")
@@ -676,8 +760,37 @@ def _sandbox_args(p: argparse.ArgumentParser, verify: bool = True) -> None:
                        help="open the bundle even if its files differ from world.json (development only)")
 
 
+class DefaultsFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help gives every option's default, an option without help text too; never None or a flag's False."""
+
+    @staticmethod
+    def _has_default(action: argparse.Action) -> bool:
+        return bool(action.option_strings) and all(action.default is not v for v in (None, False, argparse.SUPPRESS))
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not action.help and self._has_default(action):
+            action = copy.copy(action)
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not self._has_default(action) or "%(default)" in text or "(default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """Every (sub)command's parser: subparsers are made of the parent's class, so all get the formatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="worldfactory", description="Build, serve and grade tool-use worlds.")
+    p = Parser(prog="worldfactory", description="Build, serve and grade tool-use worlds.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("seeds", help="list the seed types of the catalog")
@@ -703,11 +816,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/): bundles go to DATA/worlds")
     b.add_argument("--force", action="store_true", help="rebuild even when up to date")
     b.add_argument("--batch", type=int, default=WORLDS_PER_RUN, metavar="N",
-                   help=f"build up to N worlds per Dagster run (default {WORLDS_PER_RUN}; 1: a run per world). "
-                        f"Fewer runs cost less; a failed batch is rebuilt one world per run")
+                   help="build up to N worlds per Dagster run (1: a run per world). "
+                        "Fewer runs cost less; a failed batch is rebuilt one world per run")
     b.add_argument("--jobs", "-j", type=int, default=default_jobs(), metavar="N",
-                   help=f"build up to N worlds at once, each in its own process (default: the number of cores, "
-                        f"{default_jobs()} here)")
+                   help="build up to N worlds at once, each in its own process (default: the number of cores, "
+                        "%(default)s here)")
     b.add_argument("--no-dagster", action="store_true",
                    help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")
@@ -735,6 +848,7 @@ def parser() -> argparse.ArgumentParser:
     sh.add_argument("world", metavar="WORLD")
     sh.add_argument("--json", action="store_true")
     sh.add_argument("--tasks", type=int, default=10, help="how many tasks to list")
+    _data_arg(sh)
     sh.set_defaults(fn=cmd_show)
 
     r = sub.add_parser("run", help="run one task with a policy and grade it")
@@ -744,15 +858,17 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--json", action="store_true")
     r.add_argument("--trace", metavar="PATH", help="write the episode as a JSONL trace (see `replay`)")
+    r.add_argument("--steps", action="store_true", help="list every tool call (by default only their count)")
+    _data_arg(r)
     _sandbox_args(r)
     r.set_defaults(fn=cmd_run)
 
     ro = sub.add_parser("rollouts", help="k episodes per task with a policy; pass rates and the pass band")
     ro.add_argument("world", metavar="WORLD")
     _policy_args(ro, default="noisy")
-    ro.add_argument("-k", type=int, default=8, help="rollouts per task (default 8)")
+    ro.add_argument("-k", type=int, default=8, help="rollouts per task")
     ro.add_argument("--tasks", help="comma-separated task IDs (default: every task)")
-    ro.add_argument("--concurrency", type=int, default=32, help="episodes at once (default 32)")
+    ro.add_argument("--concurrency", type=int, default=32, help="episodes at once")
     ro.add_argument("--data", help="data root for the catalogs (default $WORLDFACTORY_DATA or data/)")
     ro.add_argument("--json", action="store_true")
     _sandbox_args(ro)
@@ -763,6 +879,7 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--world", metavar="WORLD", help="bundle to replay on (default: the trace's world ID)")
     rp.add_argument("--all", action="store_true", help="list every step, not only differences")
     rp.add_argument("--json", action="store_true")
+    _data_arg(rp)
     _sandbox_args(rp)
     rp.set_defaults(fn=cmd_replay)
 
@@ -770,7 +887,9 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("world", metavar="WORLD")
     sv.add_argument("--transport", default="stdio", choices=["stdio", "http"])
     sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--port", type=int, default=SERVE_PORT, help="http: the port (not 8000, where model servers "
+                                                                  "such as vLLM listen)")
+    _data_arg(sv)
     sv.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # the confined server's inherited socket
     sv.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)  # and its control token, through a pipe
     sv.add_argument("--serve-options", help=argparse.SUPPRESS)  # the confined server's ServeOptions, as JSON
@@ -826,6 +945,7 @@ def parser() -> argparse.ArgumentParser:
     pg = sub.add_parser("page", help="a world's web page (the bundle's index.html, rendered again)")
     pg.add_argument("world", metavar="WORLD")
     pg.add_argument("--out", help="write it to this file (default: stdout)")
+    _data_arg(pg)
     pg.set_defaults(fn=cmd_page)
 
     st = sub.add_parser("site", help="the catalog site: every built world, filters and plots (loopback)")
@@ -848,7 +968,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("worldfactory")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader went away (`worldfactory seeds | head -1`): stop quietly, as `cat` does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the exit's flush of stdout does not raise again
+        return 141  # 128 + SIGPIPE, what a shell reports for a command a pipe closed
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     from worldfactory.errors import USER_ERRORS
 

@@ -1,11 +1,13 @@
 """The OS boundary around generated code: one confined worker process per Python process.
 
 Everything that executes a world's tools.py (the build stages that run tools, rollouts, `run`,
-`replay`, `serve`) does it inside a process that bubblewrap (Debian package `bubblewrap`) has
-put in its own user, PID, IPC, UTS and network namespaces (no network at all: an empty network
-namespace), with a read-only view of the whole file system except a private tmpfs scratch
-folder, all capabilities dropped, and rlimits on CPU time, address space, open files and file
-size. Inside, before any generated code is loaded, the process installs a seccomp filter (no
+`replay`, `serve`) does it inside a process started under an OS boundary (worldfactory.boundary):
+bubblewrap, which puts it in its own user, PID, IPC, UTS and network namespaces (no network at
+all) with a read-only view of the whole file system except a private tmpfs scratch folder and all
+capabilities dropped; or, where bubblewrap cannot start (no root, no user namespaces), Landlock,
+which needs no privileges: writes only beneath a scratch folder, no TCP. Either way rlimits bound
+CPU time, address space, open files and file size, and inside, before any generated code is
+loaded, the process installs a seccomp filter (no
 fork, vfork, non-thread clone, execve or socket: no new processes, no new sockets) and an audit
 hook (the Python-level layer: no imports of process, network or native-code modules, no file
 writes), and World refuses tools.py files that step outside the generator's allowlist.
@@ -17,8 +19,9 @@ parent never unpickles what the worker sends: messages are JSON plus raw byte bl
 compromised worker can only send back data. `serve` re-executes the whole server process under
 the same boundary instead (stdio passes through; HTTP inherits a listening socket).
 
-No bubblewrap: running generated code fails with ConfinementError, naming the package and the
-explicit opt-out (`--unconfined` or WORLDFACTORY_UNCONFINED=1: same code, in this process).
+No boundary can start: running generated code fails with ConfinementError, saying what to install
+or enable and naming the explicit opt-out (`--unconfined` or WORLDFACTORY_UNCONFINED=1: same code,
+in this process).
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ import json
 import os
 import platform
 import resource
-import shutil
 import signal
 import struct
 import subprocess
@@ -41,9 +43,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from worldfactory import boundary
+from worldfactory.boundary import ENV_INSIDE, ConfinementError
+
 ENV_UNCONFINED = "WORLDFACTORY_UNCONFINED"
-ENV_INSIDE = "WORLDFACTORY_CONFINED"
-SCRATCH = "/var/tmp"  # the private tmpfs inside the sandbox (TMPDIR, HOME and the working folder)
 MEMORY_BYTES = int(os.environ.get("WORLDFACTORY_SANDBOX_MEMORY_MB", "8192")) << 20
 OPEN_FILES = 1024
 FILE_BYTES = 1 << 30
@@ -51,13 +54,6 @@ CPU_HARD_SECONDS = 24 * 3600  # the process's whole life; each job also gets a s
 JOB_CPU_SECONDS = 1800
 JOB_WALL_SECONDS = 3600
 MAX_MESSAGE = 8 << 30
-MISSING = ("running generated tool code needs an OS sandbox, and bubblewrap is not installed here; install "
-           "the Debian package `bubblewrap` (apt-get install bubblewrap), or, for development only, run it "
-           "unconfined with --unconfined or WORLDFACTORY_UNCONFINED=1")
-
-
-class ConfinementError(RuntimeError):
-    """Generated code cannot run confined here (no bubblewrap), or the confined worker failed."""
 
 
 # --- policy ------------------------------------------------------------------------------------------
@@ -83,26 +79,16 @@ def confined_here() -> bool:
     return not inside() and not unconfined()
 
 
-def bwrap() -> str:
-    path = shutil.which("bwrap")
-    if path is None:
-        raise ConfinementError(MISSING)
-    return path
-
-
-def bwrap_argv() -> list[str]:
-    """bubblewrap's arguments: every namespace, read-only /, a private scratch tmpfs, no capabilities."""
-    return [bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", SCRATCH,
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "TMPDIR", SCRATCH,
-            "--setenv", "WORLDFACTORY_DEBUG", os.environ.get("WORLDFACTORY_DEBUG", ""),
-            "--setenv", "HOME", SCRATCH, "--setenv", ENV_INSIDE, "1",
-            "--chdir", SCRATCH, "--"]
+def boundary_name() -> str:
+    """What generated code runs under from this process: "bubblewrap", "landlock" or "unconfined" (the
+    development switch). Recorded in each world's world.json; ConfinementError when none can start."""
+    if inside():
+        return os.environ.get(boundary.ENV_BOUNDARY, "bubblewrap")
+    return "unconfined" if unconfined() else boundary.choose()
 
 
 def limits(open_files: int = OPEN_FILES) -> None:
-    """rlimits for the confined process (run between fork and exec of bwrap; inherited by the worker)."""
+    """rlimits for the confined process (run between fork and exec; inherited by the worker)."""
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     open_files = min(open_files, hard) if hard != resource.RLIM_INFINITY else open_files
@@ -202,6 +188,7 @@ def harden(preload: tuple[str, ...] = ()) -> None:
     global _HARDENED
     if _HARDENED:
         return
+    boundary.check_entered()
     import importlib
 
     for name in ("asyncio", "json", "sqlite3", *preload):
@@ -274,9 +261,10 @@ def receive(stream: Any) -> Any:
 
 # The confined process imports this very engine (the folder above this package), whatever is installed.
 ENGINE_ROOT = str(Path(__file__).resolve().parent.parent)
-BOOT_WORKER = "import sys; sys.path.insert(0, sys.argv[1]); from worldfactory import confine; confine.main()"
-BOOT_CLI = ("import sys; sys.path.insert(0, sys.argv[1]); from worldfactory.cli import main; "
-            "sys.exit(main(sys.argv[2:]))")
+# boundary.enter() first: under Landlock the process restricts itself before anything else is imported.
+BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from worldfactory import boundary; boundary.enter(); "
+BOOT_WORKER = BOOT + "from worldfactory import confine; confine.main()"
+BOOT_CLI = BOOT + "from worldfactory.cli import main; sys.exit(main(sys.argv[2:]))"
 
 KNOWN_ERRORS = ("StageError", "VerifierError", "RolloutError", "SandboxError", "WorldError", "TemplateError",
                 "ValueError", "RuntimeError", "KeyError", "PermissionError", "MemoryError")
@@ -307,11 +295,12 @@ def _error_class(name: str) -> type[Exception]:
 class Worker:
     """The confined child and its pipes; one request at a time."""
 
-    def __init__(self) -> None:
-        argv = [*bwrap_argv(), sys.executable, "-I", "-B", "-c", BOOT_WORKER, ENGINE_ROOT]
+    def __init__(self, kind: str) -> None:
+        self.boundary = kind
         self.started = time.perf_counter()
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     preexec_fn=limits, close_fds=True)
+        self._launch = boundary.Started(kind, ["-c", BOOT_WORKER, ENGINE_ROOT], limits, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, close_fds=True)
+        self.proc = self._launch.proc
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.cpu = 0.0  # CPU seconds the worker reported for its jobs
@@ -372,36 +361,41 @@ class Worker:
         return reply.get("result")
 
     def close(self) -> None:
+        if self.pid != os.getpid():
+            return  # a forked child's copy: the worker is its parent's
         if self.proc.poll() is None:
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
+        self._launch.done()
 
 
-_WORKER: Worker | None = None
+_WORKERS: dict[str, Worker] = {}  # by boundary: one in use, unless WORLDFACTORY_BOUNDARY changes (tests)
 _WORKER_LOCK = threading.Lock()
 
 
 def worker() -> Worker:
-    """This process's confined worker, started on first use and restarted if it died."""
-    global _WORKER
+    """This process's confined worker under the boundary in use, started on first use (the boundary is
+    entered once, at the worker's start, never per call) and restarted if it died."""
+    kind = boundary.choose()
     with _WORKER_LOCK:
-        if _WORKER is None or not _WORKER.alive():
-            _WORKER = Worker()
-        return _WORKER
+        current = _WORKERS.get(kind)
+        if current is None or not current.alive():
+            if current is not None:
+                current.close()
+            _WORKERS[kind] = current = Worker(kind)
+        return current
 
 
 def worker_cpu_seconds() -> float:
-    """CPU seconds this process's worker spent on jobs so far (added to a stage's cost)."""
-    w = _WORKER
-    return w.cpu if w is not None and w.pid == os.getpid() else 0.0
+    """CPU seconds this process's workers spent on jobs so far (added to a stage's cost)."""
+    return sum(w.cpu for w in _WORKERS.values() if w.pid == os.getpid())
 
 
 def shutdown() -> None:
-    global _WORKER
     with _WORKER_LOCK:
-        if _WORKER is not None and _WORKER.pid == os.getpid():
-            _WORKER.close()
-        _WORKER = None
+        for w in _WORKERS.values():
+            w.close()
+        _WORKERS.clear()
 
 
 def run_job(job: str, **args: Any) -> Any:
@@ -689,14 +683,31 @@ SERVE_OPEN_FILES = 8192  # an HTTP server holds a connection per client: 1,000 s
 
 
 def exec_confined(argv: list[str], pass_fds: tuple[int, ...] = (), open_files: int = OPEN_FILES) -> int:
-    """Run `python -m worldfactory.cli ARGV` under bubblewrap; stdio passes through. Returns its exit code."""
-    cmd = [*bwrap_argv(), sys.executable, "-I", "-B", "-c", BOOT_CLI, ENGINE_ROOT, *argv]
-    proc = subprocess.Popen(cmd, preexec_fn=lambda: limits(open_files), pass_fds=pass_fds)
+    """Run `python -m worldfactory.cli ARGV` under the boundary in use; stdio passes through. Returns its exit code."""
+    started = boundary.Started(boundary.choose(), ["-c", BOOT_CLI, ENGINE_ROOT, *argv], lambda: limits(open_files),
+                               pass_fds=pass_fds)
+    killed: list[int] = []
+
+    def terminated(signum: int, _frame: Any) -> None:
+        """SIGTERM: the server goes with this process, as it always did, and so does its scratch folder
+        (Landlock's is a real folder, not bubblewrap's tmpfs); then this process ends by the signal."""
+        killed.append(signum)
+        started.proc.kill()
+
+    in_main = threading.current_thread() is threading.main_thread()  # only there can a handler be set
+    previous = signal.signal(signal.SIGTERM, terminated) if in_main else None
     try:
-        return proc.wait()
+        return started.proc.wait()
     except KeyboardInterrupt:
-        proc.send_signal(signal.SIGTERM)
-        return proc.wait()
+        started.proc.send_signal(signal.SIGTERM)
+        return started.proc.wait()
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+        started.done()
+        if killed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 # --- the worker's main loop --------------------------------------------------------------------------
@@ -737,5 +748,5 @@ def _serve_jobs() -> None:
 
 def main() -> None:
     if os.environ.get(ENV_INSIDE) != "1":
-        sys.exit("worldfactory.confine is the confined worker; it runs under bubblewrap only")
+        sys.exit("worldfactory.confine is the confined worker; it runs under an OS boundary only (worker())")
     _serve_jobs()

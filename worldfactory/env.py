@@ -1,7 +1,7 @@
 """A world as a reinforcement-learning environment: reset, step, verify.
 
     env = WorldEnv("insurance-claims.regional--v001")          # in process (tools run confined)
-    env = WorldEnv(url="http://127.0.0.1:8000", token=TOKEN)   # against `worldfactory serve --transport http`
+    env = WorldEnv(url="http://127.0.0.1:8100", token=TOKEN)   # against `worldfactory serve --transport http`
     obs = env.reset(task_id=None, seed=0)    # {"episode_id", "task_id", "instruction", "tools"}
     out = env.step({"name": "search_claims", "arguments": {"status": "open"}})   # {"ok", "result", "error"}
     reward = env.verify(answer=None)         # 1.0 or 0.0; env.verdict has passed and mismatches
@@ -68,7 +68,7 @@ class _Local:
     def __init__(self, world: Any) -> None:
         if isinstance(world, str | Path):
             from worldfactory import confine
-            from worldfactory.cli import resolve_world
+            from worldfactory.data_root import resolve_world
 
             world = confine.open_world(resolve_world(str(world)))
         self.world = world

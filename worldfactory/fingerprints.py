@@ -1,6 +1,6 @@
-"""A world's inputs fingerprint: the engine's source plus exactly the template files and brief it reads.
+"""A world's inputs fingerprint: the engine's world-building source plus exactly the template files and brief it reads.
 
-A world's bytes are a pure function of the engine code, the template files its seed type
+A world's bytes are a pure function of the engine code that builds worlds, the template files its seed type
 composes and, for a brief world, its brief file. Hashing only those files means a change to one
 domain pack, company type or shared module marks stale only the worlds that read it; the others
 stay up to date. The fingerprint is recorded in each bundle's world.json (`inputs_fingerprint`)
@@ -12,6 +12,12 @@ the world composes (the domain's modules plus its optional modules the company t
 `vocabulary.yaml`; for a free-text brief (`<slug>.md`), whose pack a model drafts, its company type,
 `vocabulary.yaml`, every shared module and the model's name. `catalog.yaml` and `registry.yaml` only
 say which worlds exist, never what is in one, so they are not part of any world's fingerprint.
+
+The engine's code is hashed the same way: every module under worldfactory/ except the applications
+around the build (NOT_WORLD_CODE), which read or ship worlds but never write a byte of one. Editing
+the CLI's help text or the catalog site marks no world stale; editing a generator or a stage marks
+them all stale. The Dagster layer (pipelines/, assets/, resources/) lies outside worldfactory/ and
+is never hashed: it only orders the engine's stages.
 """
 
 from __future__ import annotations
@@ -22,11 +28,46 @@ from pathlib import Path
 
 import yaml
 
+import worldfactory
 from worldfactory.briefs import TextBrief
 from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE
 from worldfactory.templates import REGISTRY_FILE, TemplateSet
 
 NOT_INPUTS = frozenset({"catalog.yaml", REGISTRY_FILE})  # which worlds exist, never what is in one
+
+# The modules and packages of worldfactory/ (by top-level name: `cli` is cli.py or a cli/ package) that
+# the engine fingerprint leaves out, and why. A world's build never imports them (tests/test_fingerprints.py
+# follows the build's imports to check it), so no edit to them can change a world's bytes. Every other
+# module is in: a new module is hashed unless it is named here.
+NOT_WORLD_CODE: dict[str, str] = {
+    "cli": "the command line: parses arguments, prints tables, and calls build_world or the Dagster driver",
+    "site": "the catalog site: reads published bundles and catalog rows",
+    "adapters": "exports to RL trainers: read published bundles",
+    "images": "container images of the engine and of published worlds: package bundles, never write them",
+    "env": "the RL environment over a published world: serves a bundle",
+    "parallel": "the process pool that runs builds side by side: the same bytes as one at a time",
+    "registry": "which worlds should exist, never what is in one (as catalog.yaml and registry.yaml)",
+}
+
+
+def engine_module_files(package: Path) -> list[Path]:
+    """The engine's world-building source files under a worldfactory/ folder: its .py files, less NOT_WORLD_CODE."""
+    return [p for p in sorted(package.rglob("*.py"))
+            if p.relative_to(package).parts[0].removesuffix(".py") not in NOT_WORLD_CODE]
+
+
+def source_fingerprint(package: Path) -> str:
+    """sha256 over the world-building source files of a worldfactory/ folder, each by its relative path."""
+    digest = hashlib.sha256()
+    for path in engine_module_files(package):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+@functools.cache
+def engine_fingerprint() -> str:
+    """This engine's world-building source fingerprint: a world is up to date only if this and its inputs match."""
+    return source_fingerprint(Path(worldfactory.__file__).parent)
 
 
 @functools.lru_cache(maxsize=16)
@@ -116,8 +157,6 @@ def brief_file_digest(world_id: str, briefs_dir: Path | None) -> str:
 
 def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: Path | None = None) -> str:
     """Hash of what one world's bytes depend on: engine source, its template files, its brief file."""
-    from worldfactory.stages.core import engine_fingerprint
-
     digests = _template_digests(templates.root, templates.fingerprint)
     parts = [f"engine\0{engine_fingerprint()}"]
     parts += [f"{name}\0{digests.get(name, 'missing')}" for name in world_template_files(templates, world_id,

@@ -18,8 +18,6 @@ import docker
 import httpx2
 import pytest
 
-from assets.image import CHECK, world_image
-from resources.world_store import WorldStore
 from tests.conftest import PYTHON, ROOT, SMALL
 from worldfactory.images.build import build_image
 from worldfactory.images.engine import connect
@@ -29,6 +27,8 @@ from worldfactory.images.world import HEALTH_CMD, LABEL, PORT, RUNTIME_ENV, buil
 from worldfactory.runtime.control import ENV_TOKEN
 from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
+from worldfactory_dagster.assets.image import CHECK, world_image
+from worldfactory_dagster.resources.world_store import WorldStore
 
 WID = SMALL[0]
 

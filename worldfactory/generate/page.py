@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from worldfactory.generate.tools import ToolSpec, tool_specs
+from worldfactory.ports import SERVE_PORT
 from worldfactory.rollouts import traces_file_lines
 from worldfactory.runtime.world import load_json, parsed_spec, parsed_tasks
 from worldfactory.spec import Task, WorldSpec
@@ -299,7 +300,8 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
             f"{esc(validity.get('mutants', 0) - validity.get('equivalent', 0))} state-changing mutants caught "
             f"(rate {esc(validity.get('caught_rate', ''))}); {esc(validity.get('equivalent', 0))} mutants left "
             f"the state as gold; reordered independent steps passed {esc(validity.get('reordered_pass', 0))}/"
-            f"{esc(validity.get('reordered_checked', 0))}.</p>",
+            f"{esc(validity.get('reordered_checked', 0))}; valid alternative solutions passed "
+            f"{esc(validity.get('alternatives_passed', 0))}/{esc(validity.get('alternatives', 0))}.</p>",
             _table(["mutant kind", "mutants", "caught", "missed", "equivalent"],
                    [[k, v["mutants"], v["caught"], v["missed"], v["equivalent"]] for k, v in sorted(kinds.items())],
                    "validity")]
@@ -323,7 +325,7 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
             '<h2 id="use">Serve, run, build</h2>',
             "<pre>" + esc("\n".join([
                 f"worldfactory serve {wid}                    # MCP over stdio",
-                f"worldfactory serve {wid} --transport http   # streamable HTTP on 127.0.0.1:8000/mcp",
+                f"worldfactory serve {wid} --transport http   # streamable HTTP on 127.0.0.1:{SERVE_PORT}/mcp",
                 f"worldfactory run {wid} {tasks[0].task_id if tasks else 'TASK'} --policy oracle",
                 f"worldfactory rollouts {wid} --policy noisy -k 8",
                 f"worldfactory build {wid}                    # rebuild from world_templates/ (same bytes)",

@@ -30,8 +30,8 @@ from worldfactory.images.wheels import lock_key, wheel_files, wheelhouse
 BASE_IMAGE = os.environ.get("WORLDFACTORY_BASE_IMAGE", "localhost/worldfactory-base:bookworm")
 RUNTIME_REPO = "localhost/worldfactory-runtime"
 USER_ID = 10001
-SOURCES = ("pyproject.toml", "README.md", "workspace.yaml", "worldfactory", "pipelines", "assets", "resources",
-           "world_templates")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "workspace.yaml", "worldfactory", "pipelines", "assets",
+           "resources", "world_templates")  # setup.py: installs the Dagster folders as worldfactory_dagster.*
 SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 NOT_PINNED = {"pip", "worldfactory"}  # the image's venv keeps its own pip; the project is installed from src/
 WHEELS = "build/wheels/"

@@ -5,8 +5,8 @@ shares whatever the tools close over; and its per-request path (streams, SSE, ta
 milliseconds. This endpoint speaks the same protocol (the 2025-11-25 handshake: `initialize`
 returns an `Mcp-Session-Id`; `tools/list`, `tools/call`, `ping`; DELETE ends the session; no
 server-to-client stream, so GET is 405) with `application/json` responses, which the SDK's
-client and every streamable-HTTP client accept. The tool list is the SDK's own (built once by
-`build_server`), so schemas, annotations and provenance are exactly what stdio serves.
+client and every streamable-HTTP client accept. The tool list and the call texts are mcp_server's
+(tools.json's schemas; `tool_text`), so they are exactly what stdio serves.
 
 Each `initialize` on a free-form endpoint (`/mcp`) opens a new episode; on an episode's endpoint
 (`/episodes/<id>/mcp`) the MCP session is bound to that episode. Reset and verify are not
@@ -24,11 +24,11 @@ import json
 import secrets
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from worldfactory import GENERATOR_VERSION
+from worldfactory.runtime.mcp_server import instructions, mcp_tools, tool_text
 from worldfactory.runtime.sessions import Full, Served, SessionStore
 from worldfactory.runtime.world import World
 
@@ -41,29 +41,9 @@ MAX_BOUND_SESSIONS = 8  # MCP sessions one control-plane episode holds at once; 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
 
-class _Unbound:
-    """Stands in for an episode while the SDK builds the tool list; never called."""
-
-    def call(self, *_: Any) -> Any:
-        raise RuntimeError("unbound")
-
-
 def tool_list(world: World) -> list[dict[str, Any]]:
-    """The tools as the SDK's MCPServer lists them (wire format: camelCase, no nulls)."""
-    from worldfactory.runtime.mcp_server import build_server
-
-    server = build_server(world, episode=_Unbound())  # type: ignore[arg-type]
-
-    async def listed() -> list[Any]:
-        return list(await server.list_tools())
-
-    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in anyio.run(listed)]
-
-
-def instructions(world: World) -> str:
-    return (f"You are operating the internal software of {world.brief.company_name}, a fictional "
-            f"{world.brief.company_type} company. Today is {world.clock}. Use the tools to look records "
-            f"up before acting on them.")
+    """The tools as stdio lists them, from tools.json (wire format: camelCase, no nulls)."""
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in mcp_tools(world)]
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -208,11 +188,11 @@ class McpEndpoint:
         # mid-call cannot interrupt it, so its episode holds either the whole call or none of it.
         step = self.store.call(served, name, args)
         if step.ok:
-            text = step.result_json
+            text = tool_text(step)
             structured = step.result if isinstance(step.result, dict) else {"result": step.result}
             result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "structuredContent": structured,
                                       "isError": False}
         else:
-            result = {"content": [{"type": "text", "text": f"Error executing tool {name}: {step.error}"}],
+            result = {"content": [{"type": "text", "text": tool_text(step)}],
                       "isError": True}
         return _json({"jsonrpc": "2.0", "id": id_, "result": result})

@@ -1,4 +1,8 @@
-"""world_bundle: the manifest, README and web page (index.html), then the whole bundle published by one rename."""
+"""world_bundle: the manifest, README and web page (index.html), staged, proven, then published by one rename.
+
+make writes the bundle into the work folder's `bundle/`; bundle_complete proves that copy; only then
+does publish_bundle move it into data/worlds/<id> and write its catalog rows (run_prove calls it).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,9 @@ from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
 from worldfactory.runtime.world import load_json
 from worldfactory.stages.core import BuildContext, Proof, Stage, StageError
+
+STAGED = "bundle"  # the work folder's subfolder holding the bundle between its make and its publish
+TRACES = "world_bundle.traces"  # BuildContext.cache key (with the world ID): its traces' lines, read by make
 
 
 def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
@@ -36,7 +43,6 @@ def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
 
 
 def make_bundle(ctx: BuildContext) -> dict[str, int]:
-    from worldfactory.catalog import publish_world_rows
     from worldfactory.rollouts import traces_file_lines
     from worldfactory.stages import BUNDLE_FILES, STAGES
 
@@ -53,6 +59,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs,
                               [s.name for s in STAGES])
     manifest["verifier_validity"] = served.get("validity", {})
+    manifest["boundary"] = confine.boundary_name()  # what the generated code ran under; not an input (fingerprints)
     rollouts = json.loads(files["rollouts.json"])
     manifest["counts"]["curated_tasks"] = int(proofs["curated_tasks"].details["kept"])
     manifest["pass_band"] = {"policy": rollouts["policy"], "k": rollouts["k"], "histogram": rollouts["histogram"]}
@@ -76,21 +83,13 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     raw_manifest = (json.dumps(manifest, indent=1, sort_keys=True, default=str) + "\n").encode()
     ctx.work.write("world.json", raw_manifest)
 
-    worlds = ctx.data_root / "worlds"
-    worlds.mkdir(parents=True, exist_ok=True)
-    staging = worlds / f".staging-{ctx.world_id}-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        for name in BUNDLE_FILES:
-            shutil.copyfile(ctx.work.path / name, staging / name)
-        publish(staging, worlds / ctx.world_id)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    publish_world_rows(ctx.data_root / "catalog", worlds / ctx.world_id, traces)  # the rows from the bundle alone
-    return {"files": len(BUNDLE_FILES), "bytes": sum((worlds / ctx.world_id / n).stat().st_size
-                                                      for n in BUNDLE_FILES)}
+    staged = ctx.work.path / STAGED  # the bundle as it will be published: proven here, then moved into place
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir()
+    for name in BUNDLE_FILES:
+        shutil.copyfile(ctx.work.path / name, staged / name)
+    ctx.cache[f"{TRACES}/{ctx.world_id}"] = traces  # publish_bundle writes the catalog rows from them, in this process
+    return {"files": len(BUNDLE_FILES), "bytes": sum((staged / n).stat().st_size for n in BUNDLE_FILES)}
 
 
 def check_coverage(world_id: str, manifest: dict[str, Any]) -> float:
@@ -105,23 +104,51 @@ def check_coverage(world_id: str, manifest: dict[str, Any]) -> float:
 
 
 def prove_bundle(ctx: BuildContext) -> dict[str, int | float | str]:
-    dest = ctx.data_root / "worlds" / ctx.world_id
-    world = confine.open_world(dest)  # checks every file against world.json
+    """The staged bundle opens, every file matches world.json, and its coverage holds: nothing is published yet."""
+    staged = ctx.work.path / STAGED
+    world = confine.open_world(staged)  # checks every file against world.json
     listed = world.manifest.get("files", {})
     for name, digest in listed.items():
-        if sha256((dest / name).read_bytes()) != digest:
-            raise StageError(f"{dest / name}: its hash differs from world.json")
+        if sha256((staged / name).read_bytes()) != digest:
+            raise StageError(f"{staged / name}: its hash differs from world.json")
     coverage = check_coverage(ctx.world_id, world.manifest)
     return {"files": len(listed), "tasks": len(world.tasks), "content_hash": world.content_hash,
             "coverage": coverage}
 
 
+def publish_bundle(ctx: BuildContext) -> None:
+    """The proven bundle replaces the published one by one rename, then its catalog rows are written.
+
+    Called by run_prove once bundle_complete has passed, never before: a world whose proof fails
+    leaves the published bundle (or its absence) and its catalog rows as they were.
+    """
+    from worldfactory.catalog import publish_world_rows
+    from worldfactory.rollouts import traces_file_lines
+
+    worlds = ctx.data_root / "worlds"
+    worlds.mkdir(parents=True, exist_ok=True)
+    staging = worlds / f".staging-{ctx.world_id}-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        shutil.move(ctx.work.path / STAGED, staging)  # a rename when the work folder is on the same disk
+        publish(staging, worlds / ctx.world_id)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    traces = ctx.cache.pop(f"{TRACES}/{ctx.world_id}", None)
+    if traces is None:  # made in another process (a Dagster step retried): read them from the bundle
+        traces = traces_file_lines((worlds / ctx.world_id / "traces.jsonl.gz").read_bytes())
+    publish_world_rows(ctx.data_root / "catalog", worlds / ctx.world_id, traces)  # the rows from the bundle alone
+
+
 STAGE = Stage(
     name="world_bundle",
     check="bundle_complete",
-    proves=("the published bundle opens, its files match world.json, and tasks use at least 95% of its write tools"),
+    proves=("the bundle opens, its files match world.json, and tasks use at least 95% of its write tools; "
+            "only then is it published"),
     make=make_bundle,
     prove=prove_bundle,
+    publish=publish_bundle,
     writes=("README.md", PAGE, "world.json"),
     confined=("prove",),
 )

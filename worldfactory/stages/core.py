@@ -11,8 +11,6 @@ way its stages were run (engine or Dagster, one process or several).
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import time
@@ -23,7 +21,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-import worldfactory
 from worldfactory import confine
 from worldfactory.generate.bundle import sha256
 from worldfactory.rollouts import RolloutConfig
@@ -174,6 +171,8 @@ class Stage:
     confined: tuple[str, ...] = ()  # its steps ("make", "prove") that execute generated tool code: they run
     #                                 in the confined worker (worldfactory.confine)
     uses_model: bool = False  # it may call a model server (rate limits, retries, the llm_api pool)
+    publish: Callable[[BuildContext], None] | None = None  # what it puts where others see it: run by run_prove,
+    #                                                        only once its proof has passed
 
 
 def _cpu() -> float:
@@ -198,12 +197,17 @@ def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
 def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
     """Run one stage's proof and record it; any failure becomes a failed Proof with the reason.
 
-    The proof's time is added to the stage's cost record: proving is part of what a stage costs.
+    A stage that publishes (world_bundle) publishes here, after its proof passed and only then, so
+    that every path that runs stages (the engine's build_world, the Dagster assets, drafting) publishes
+    proven worlds alone. A publish that fails fails the proof. The proof's time is added to the stage's
+    cost record: proving is part of what a stage costs.
     """
     files = ctx.work.hashes(stage.writes)
     wall, cpu = time.perf_counter(), _cpu()
     try:
         details = confine.run_stage(stage, "prove", ctx)
+        if stage.publish is not None:
+            stage.publish(ctx)
         proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=True, details=details,
                       files=files)
     except Exception as exc:  # the reason goes into the check's metadata; the check fails
@@ -218,16 +222,6 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
 
     write_cost_rows(ctx.data_root / "catalog", ctx.world_id, ctx.work.costs())
     return proof
-
-
-@functools.cache
-def engine_fingerprint() -> str:
-    """Hash of the engine's own source: a world is up to date only if this and the templates match."""
-    root = Path(worldfactory.__file__).parent
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def inputs_fingerprint(templates: TemplateSet, world_id: str = "", briefs_dir: Path | None = None) -> str:
