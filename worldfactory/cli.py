@@ -433,10 +433,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from worldfactory import confine
 
     path = resolve_world(args.world, _root(args))
+    options = _serve_options(args) if args.transport == "http" else None
+    if args.transport == "http" and options is None:
+        return 2
     if os.environ.get(confine.ENV_INSIDE) == "1":
         confine.harden(preload=confine.SERVE_MODULES)
     elif confine.confined_here():
-        return _serve_confined(args, path)
+        return _serve_confined(args, path, options)
     from worldfactory.runtime.mcp_server import serve
     from worldfactory.runtime.world import World
 
@@ -449,15 +452,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from worldfactory.runtime.control import control_token
 
         token = control_token(lambda t: ERR.print(f"control plane token: {t}", markup=False, highlight=False))
-    if args.transport == "http" and args.listen_fd is None:
-        ERR.print(f"serving {world.world_id} over streamable HTTP at http://{args.host}:{args.port}/mcp "
-                  f"(control plane at /control, idle episodes expire after {args.idle_timeout:g} s)")
-    serve(world, args.transport, args.host, args.port, fd=args.listen_fd, token=token,
-          idle_seconds=args.idle_timeout)
+    if options is not None and args.listen_fd is None:
+        ERR.print(_serving_line(world.world_id, args.port, options), markup=False, highlight=False)
+    serve(world, args.transport, args.port, fd=args.listen_fd, token=token, options=options)
     return 0
 
 
-def _serve_confined(args: argparse.Namespace, path: Path) -> int:
+def _serve_options(args: argparse.Namespace) -> Any:
+    """The HTTP server's ServeOptions from the flags (the confined server gets them whole, as JSON)."""
+    from pydantic import ValidationError
+
+    from worldfactory.runtime.control import ENV_ALLOWED_HOSTS, ServeOptions
+
+    if args.serve_options is not None:
+        return ServeOptions.model_validate_json(args.serve_options)
+    hosts = args.allowed_host if args.allowed_host is not None else [
+        h for h in os.environ.get(ENV_ALLOWED_HOSTS, "").split(",") if h.strip()]
+    try:
+        return ServeOptions(host=args.host, idle_seconds=args.idle_timeout, free_idle_seconds=args.mcp_idle_timeout,
+                            max_sessions=args.max_sessions, max_free_sessions=args.max_free_sessions,
+                            max_connections=args.max_connections, allowed_hosts=tuple(hosts),
+                            allowed_origins=tuple(args.allowed_origin or ()), mcp_auth=args.mcp_auth)
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(x) for x in err["loc"])
+            ERR.print(f"error: serve: {(where + ': ') if where else ''}{err['msg'].removeprefix('Value error, ')}",
+                      markup=False, highlight=False, soft_wrap=True)
+        return None
+
+
+def _serving_line(name: str, port: int, options: Any) -> str:
+    return (f"serving {name} over streamable HTTP at http://{options.host}:{port}/mcp "
+            f"({'token required' if options.mcp_needs_token else 'open'}; control plane at /control; idle "
+            f"episodes expire after {options.idle_seconds:g} s, free-form /mcp sessions after "
+            f"{options.free_idle_seconds:g} s)")
+
+
+def _serve_confined(args: argparse.Namespace, path: Path, options: Any) -> int:
     import socket
 
     from worldfactory import confine
@@ -477,10 +508,9 @@ def _serve_confined(args: argparse.Namespace, path: Path) -> int:
     try:
         os.write(write_end, token.encode())
         os.close(write_end)
-        ERR.print(f"serving {path.name} over streamable HTTP at http://{args.host}:{args.port}/mcp "
-                  f"(control plane at /control, idle episodes expire after {args.idle_timeout:g} s)")
+        ERR.print(_serving_line(path.name, args.port, options), markup=False, highlight=False)
         argv += ["--host", args.host, "--port", str(args.port), "--listen-fd", str(sock.fileno()),
-                 "--token-fd", str(read_end), "--idle-timeout", repr(args.idle_timeout)]
+                 "--token-fd", str(read_end), "--serve-options", options.model_dump_json()]
         return confine.exec_confined(argv, pass_fds=(sock.fileno(), read_end), open_files=confine.SERVE_OPEN_FILES)
     finally:
         sock.close()
@@ -862,8 +892,26 @@ def parser() -> argparse.ArgumentParser:
     _data_arg(sv)
     sv.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # the confined server's inherited socket
     sv.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)  # and its control token, through a pipe
+    sv.add_argument("--serve-options", help=argparse.SUPPRESS)  # the confined server's ServeOptions, as JSON
     sv.add_argument("--idle-timeout", type=float, default=24 * 3600.0, metavar="SECONDS",
-                    help="http: an episode nobody used for this long expires (24 hours)")
+                    help="http: a control-plane episode nobody used for this long expires (default 86400, 24 hours)")
+    sv.add_argument("--mcp-idle-timeout", type=float, default=600.0, metavar="SECONDS",
+                    help="http: a free-form /mcp session nobody used for this long expires (default 600)")
+    sv.add_argument("--max-sessions", type=int, metavar="N",
+                    help="http: episodes held at once, free-form and control-plane together; past it a new one "
+                         "gets 503 with Retry-After (default: what fits half the memory limit, at most 4096)")
+    sv.add_argument("--max-free-sessions", type=int, metavar="N",
+                    help="http: of those, free-form /mcp sessions (default: half of --max-sessions)")
+    sv.add_argument("--max-connections", type=int, default=2048, metavar="N",
+                    help="http: open connections at once; past it a request gets 503 (default 2048)")
+    sv.add_argument("--allowed-host", action="append", metavar="NAME",
+                    help="http: a host name clients reach the server by (repeatable; loopback names always work). "
+                         "Required off loopback; default $WORLDFACTORY_ALLOWED_HOSTS (comma-separated); '*': any")
+    sv.add_argument("--allowed-origin", action="append", metavar="ORIGIN",
+                    help="http: a web origin (scheme://host[:port]) whose pages may call the server (repeatable); "
+                         "requests with any other Origin get 403, requests with none (every non-browser client) pass")
+    sv.add_argument("--mcp-auth", choices=["token", "open"],
+                    help="http: whether /mcp needs the control token too (default: open on loopback, token off it)")
     _sandbox_args(sv)
     sv.set_defaults(fn=cmd_serve)
 

@@ -46,6 +46,15 @@ def readme_command(engine: str = "podman", readme: Path = ROOT / "README.md") ->
     raise AssertionError(f"README.md has no `{engine} run` line in a bash block")
 
 
+def token(argv: list[str]) -> str | None:
+    """The control token the command gives the container (`-e WORLDFACTORY_CONTROL_TOKEN=...`): off loopback,
+    as in a container, /mcp asks for it too."""
+    for i, arg in enumerate(argv[:-1]):
+        if arg == "-e" and argv[i + 1].startswith("WORLDFACTORY_CONTROL_TOKEN="):
+            return argv[i + 1].split("=", 1)[1]
+    return None
+
+
 def host_port(argv: list[str]) -> int:
     """The loopback port the command publishes (`-p 127.0.0.1:P:8000`)."""
     published = argv[argv.index("-p") + 1]
@@ -93,7 +102,7 @@ def _run(argv: list[str], image: str, bundle: Path, log: Path) -> None:
             assert time.monotonic() < deadline, f"no /healthz within 90 s:\n{log.read_text()}"
             time.sleep(0.2)
         assert health.json()["world_id"] == manifest["world_id"]
-        tools = anyio.run(list_tools, f"http://127.0.0.1:{port}/mcp")
+        tools = anyio.run(list_tools, f"http://127.0.0.1:{port}/mcp", token(argv))
         assert tools == sorted(t["name"] for t in json.loads((bundle / "tools.json").read_text()))
         proc.send_signal(signal.SIGTERM)  # podman passes it on; uvicorn stops; --rm removes the container
         assert proc.wait(timeout=30) is not None

@@ -96,12 +96,12 @@ def build_server(world: World, episode: Episode | None = None) -> MCPServer:
     )
 
 
-def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000,
-          fd: int | None = None, token: str | None = None, idle_seconds: float | None = None) -> None:
+def serve(world: World, transport: str = "stdio", port: int = 8000, fd: int | None = None,
+          token: str | None = None, options: Any = None) -> None:
     """Serve the world over stdio (one episode) or streamable HTTP (loopback by default).
 
     Over HTTP every MCP session is its own episode and a token-protected control plane runs on
-    the same server (worldfactory.runtime.control).
+    the same server (worldfactory.runtime.control); `options` is its ServeOptions (bounds, hosts).
     """
     if transport == "stdio":
         build_server(world).run("stdio")
@@ -109,7 +109,5 @@ def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port:
     if transport != "http":
         raise ValueError(f"unknown transport '{transport}'; use stdio or http")
     from worldfactory.runtime.control import control_token, serve_http
-    from worldfactory.runtime.sessions import DEFAULT_IDLE_SECONDS
 
-    serve_http(world, token or control_token(), host, port, fd=fd,
-               idle_seconds=idle_seconds or DEFAULT_IDLE_SECONDS)
+    serve_http(world, token or control_token(), port, fd=fd, options=options)
