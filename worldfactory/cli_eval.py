@@ -129,7 +129,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"      step {d.divergent_step}: made {got}, the oracle {want}")
         if d.mismatch:
             m = d.mismatch
-            print(f"      mismatch {m['table']}[{m['key']}].{m['column']}: expected {m['expected']!r}, got {m['got']!r}")
+            print(f"      mismatch {m['table']}[{m['key']}].{m['column']}: expected {m['expected']!r}, "
+                  f"got {m['got']!r}")
     return 0
 
 

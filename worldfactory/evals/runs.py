@@ -144,6 +144,16 @@ def journal(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _drop_torn_line(path: Path) -> None:
+    """Cut a last line a kill left unfinished, so the next episode's line starts on a line of its own."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with path.open("r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
 def _line(r: Rollout) -> bytes:
     row = r.model_dump(exclude={"trace", "seconds"})
     row["trace"] = [_step_row(s) for s in r.trace]
@@ -168,6 +178,7 @@ def execute(data_root: Path, bundles: list[Path], cfg: RolloutConfig, tasks: lis
     info = RunInfo(run_id=rid, name=name, config=config, bundles={w: str(b) for w, b in zip(config.worlds, sorted(
         bundles, key=lambda b: json.loads((b / "world.json").read_text())["world_id"]), strict=True)})
     _write_info(folder, info)
+    _drop_torn_line(folder / JOURNAL)
     done = {(e["world_id"], e["task_id"], e["rollout"]) for e in journal(folder)}
     with (folder / JOURNAL).open("ab") as out:
         for wid, bundle in info.bundles.items():
@@ -298,7 +309,7 @@ def rebuild_runs(data_root: Path) -> list[str]:
     catalog = data_root / "catalog"
     for table in RUN_TABLES:
         shutil.rmtree(catalog / table, ignore_errors=True)
-    for path in (catalog / "bands").glob(f"world_id=*/part-*.parquet"):
+    for path in (catalog / "bands").glob("world_id=*/part-*.parquet"):
         if path.name != f"part-{BUILD_BAND}.parquet":
             path.unlink()
     ids = list_run_ids(data_root)
