@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from worldfactory.confine import open_world
+from worldfactory.evals import runs
 from worldfactory.evals.causes import CAUSES, Call, classify, report
-from worldfactory.rollouts import _step_row
+from worldfactory.rollouts import RolloutConfig, _step_row
 from worldfactory.runtime.world import World
 from worldfactory.spec import Task
 
@@ -160,3 +163,16 @@ def test_report_counts_causes_and_keeps_an_example_of_each(world: World) -> None
     inv = rep.examples["invalid_call"]
     assert inv.divergent_step == 0 and inv.divergent_call is not None and inv.divergent_call.tool == "no_such_tool"
     assert set(rep.by_cause) <= set(CAUSES)
+
+
+@pytest.mark.parametrize(("policy", "weakness"), [("rule_blind", "rule_ignored"), ("first_write", "gave_up"),
+                                                  ("name_confuser", "wrong_record")])
+def test_each_weak_policy_s_weakness_is_its_top_cause(policy: str, weakness: str, worlds_dir: Path, tmp_path: Path,
+                                                     world: World) -> None:
+    """A run of each scripted weak policy, then its report: the weakness it was written with comes first."""
+    cfg = RolloutConfig(policy=policy, k=1)
+    info = runs.execute(tmp_path, [worlds_dir / WORLD], cfg, None, open_world)
+    assert info.complete and 0 < info.passes < info.episodes
+    rep = report(info.run_id, runs.run_episodes(tmp_path, info.run_id), {WORLD: world})
+    assert rep.top_cause == weakness, rep.by_cause
+    assert rep.by_cause[weakness] > rep.failed / 2

@@ -135,7 +135,11 @@ def classify(world: Any, episode: dict[str, Any]) -> tuple[str, str, list[dict[s
     if refused and any(c.ok and _is_write(world, c.tool) for c in calls[refused[0] + 1:]):
         c = calls[refused[0]]
         return "rule_ignored", f"{c.tool} refused ({c.error}) and the agent went on writing", mismatches
-    if state and _reads_rule(world, oracle) and sorted(c.tool for c in writes) != sorted(c.tool for c in gold):
+    if refused and _reads_rule(world, oracle) and calls[refused[0]].tool not in {c.tool for c in oracle}:
+        c = calls[refused[0]]
+        return "rule_ignored", f"{c.tool} refused ({c.error}): a business rule forbids what the agent tried", \
+            mismatches
+    if state and _reads_rule(world, oracle) and {c.tool for c in writes} - {c.tool for c in gold}:
         return "rule_ignored", ("a business rule decides this task, and the agent's writes are not the ones "
                                 "it allows"), mismatches
     loop = _loop(calls, oracle)

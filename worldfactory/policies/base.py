@@ -49,12 +49,14 @@ class EpisodeResult(BaseModel):
 
 def policy_named(name: str, error_rate: float = 0.1) -> Policy:
     from worldfactory.policies.synthetic import noisy_policy, random_policy
+    from worldfactory.policies.weak import WEAK
 
     table: dict[str, Policy] = {
         "oracle": oracle_policy,
         "null": null_policy,
         "random": random_policy,
         "noisy": noisy_policy(error_rate),
+        **WEAK,
     }
     try:
         return table[name]
