@@ -200,3 +200,39 @@ def test_a_runs_curriculum_is_its_own_band(data: Path, capsys: pytest.CaptureFix
     build = {r["task_id"] for r in export_rows([bundle(data)])}
     lines = (bundle(data) / "curated_tasks.jsonl").read_text().splitlines()
     assert build == {json.loads(line)["task_id"] for line in lines}
+
+
+def test_a_model_run_keeps_each_episode_as_it_ends_and_resumes(data: Path, worlds: dict[str, Any]) -> None:
+    """An OpenAI-compatible server (a scripted model on loopback): killed after two episodes, then resumed."""
+    from tests.llm_server import LLMServer, ScriptedModel
+    from tests.test_rollouts import plans
+    from worldfactory.evals.causes import report
+
+    world = worlds[WORLD]
+    ids = [t.task_id for t in world.tasks.values() if t.family == "lookup_act" and len(t.oracle) <= 8][:3]
+    model = ScriptedModel(plans(world, ids), wrong_rate=0.3)
+    played: list[int] = []
+
+    def killed(n: int) -> None:
+        played.append(n)
+        if len(played) == 3:  # in the middle of the second task
+            raise KeyboardInterrupt
+
+    with LLMServer(model) as url:
+        cfg = RolloutConfig(policy="openai", model="scripted", base_url=url, api_key="sk-test", k=2, concurrency=1)
+        with pytest.raises(KeyboardInterrupt):
+            runs.execute(data, [bundle(data)], cfg, ids, open_world, name="model", on_done=killed)
+        asked = model.requests
+        again: list[int] = []
+        info = runs.execute(data, [bundle(data)], cfg, ids, open_world, name="model", on_done=again.append)
+    assert len(again) == 3 and info.complete and info.episodes == 6
+    episodes = runs.run_episodes(data, "model")
+    kept = {(e["task_id"], e["rollout"]) for e in runs.journal(runs.run_dir(data, "model"))[:3]}
+    steps = sum(e["steps"] for e in episodes if (e["task_id"], e["rollout"]) not in kept)
+    assert model.requests - asked >= steps  # the resumed part asked only for the episodes it played
+    assert model.requests - asked < sum(e["steps"] for e in episodes) + 6
+    assert "sk-test" not in (runs.run_dir(data, "model") / "run.json").read_text()
+    assert info.config.label == "openai-scripted" and info.config.base_url == url
+    rep = report("model", episodes, {WORLD: world})
+    assert rep.failed == sum(e["reward"] < 1.0 for e in episodes)
+    assert set(rep.by_cause) <= {"wrong_record", "rule_ignored", "missing_write", "wrong_value"}

@@ -188,37 +188,45 @@ def execute(data_root: Path, bundles: list[Path], cfg: RolloutConfig, tasks: lis
                 missing = [i for i in range(cfg.k) if (wid, tid, i) not in done]
                 if not missing:
                     continue
-                for r in _play(world, cfg, tid, missing):
+
+                def keep(r: Rollout) -> None:
                     out.write(_line(r))
                     out.flush()
                     if on_done is not None:
                         on_done(1)
+
+                _play(world, cfg, tid, missing, keep)
     return finish(data_root, rid)
 
 
-def _play(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int]) -> list[Rollout]:
-    """Some rollouts of one task: a model's one by one (each kept as it ends), a synthetic policy's in the worker."""
+def _play(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int], keep: Callable[[Rollout], None]) -> None:
+    """Some rollouts of one task: a model's kept one by one as each ends, a synthetic policy's (run in the
+    confined worker, milliseconds each) when the task's batch ends."""
     if cfg.policy == "openai":
-        return asyncio.run(_play_model(world, cfg, task_id, rollouts))
+        asyncio.run(_play_model(world, cfg, task_id, rollouts, keep))
+        return
     from worldfactory.confine import run_rollouts
 
-    return [r for r in run_rollouts(world, cfg, [task_id]) if r.rollout in rollouts]
+    for r in run_rollouts(world, cfg, [task_id]):
+        if r.rollout in rollouts:
+            keep(r)
 
 
-async def _play_model(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int]) -> list[Rollout]:
+async def _play_model(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int],
+                      keep: Callable[[Rollout], None]) -> None:
     from worldfactory.policies.base import episode_seed
     from worldfactory.policies.openai_agent import ChatAgent
 
     agent = ChatAgent(world, cfg)
     gate = asyncio.Semaphore(cfg.concurrency)
 
-    async def one(i: int) -> Rollout:
+    async def one(i: int) -> None:
         async with gate:
             result = await agent.run(task_id, episode_seed(world, task_id, i, cfg.seed))
-        return _rollout(world, task_id, i, result, cfg.label)
+        keep(_rollout(world, task_id, i, result, cfg.label))
 
     try:
-        return list(await asyncio.gather(*(one(i) for i in rollouts)))
+        await asyncio.gather(*(one(i) for i in rollouts))
     finally:
         await agent.close()
 
