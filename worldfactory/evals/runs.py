@@ -78,9 +78,11 @@ def code_version() -> str:
 
 
 def make_config(bundles: list[Path], cfg: RolloutConfig, tasks: list[str] | None) -> RunConfig:
-    worlds = {}
+    worlds: dict[str, str] = {}
     for b in bundles:
         manifest = json.loads((b / "world.json").read_text())
+        if manifest["world_id"] in worlds:
+            raise RunError(f"world {manifest['world_id']} is given twice ({b}); name each world once")
         worlds[manifest["world_id"]] = hashlib.sha256((b / "world.json").read_bytes()).hexdigest()
     return RunConfig(worlds=dict(sorted(worlds.items())), tasks=tasks, policy=cfg.policy, label=cfg.label,
                      model=cfg.model, base_url=_public_url(cfg.base_url), k=cfg.k, seed=cfg.seed,
