@@ -175,4 +175,4 @@ def test_each_weak_policy_s_weakness_is_its_top_cause(policy: str, weakness: str
     assert info.complete and 0 < info.passes < info.episodes
     rep = report(info.run_id, runs.run_episodes(tmp_path, info.run_id), {WORLD: world})
     assert rep.top_cause == weakness, rep.by_cause
-    assert rep.by_cause[weakness] > rep.failed / 2
+    assert rep.by_cause[weakness] >= 0.9 * rep.failed

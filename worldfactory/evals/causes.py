@@ -132,6 +132,12 @@ def classify(world: Any, episode: dict[str, Any]) -> tuple[str, str, list[dict[s
     writes = [c for c in calls if c.ok and _is_write(world, c.tool)]
     gold = [c for c in oracle if _is_write(world, c.tool)]
     refused = [i for i, c in enumerate(calls) if not c.ok and " refused: " in c.error]
+    for i in refused:  # refused because it was the wrong record, not because a rule stood in the way
+        c = calls[i]
+        targets = [_key_args(o.args) for o in oracle if o.tool == c.tool]
+        if targets and _key_args(c.args) and _key_args(c.args) not in targets:
+            return "wrong_record", f"{c.tool} on {_key_args(c.args)} instead of {targets[0]} (refused: {c.error})", \
+                mismatches
     if refused and any(c.ok and _is_write(world, c.tool) for c in calls[refused[0] + 1:]):
         c = calls[refused[0]]
         return "rule_ignored", f"{c.tool} refused ({c.error}) and the agent went on writing", mismatches
