@@ -131,6 +131,11 @@ def classify(world: Any, episode: dict[str, Any]) -> tuple[str, str, list[dict[s
         return "invalid_call", f"{len(bad)} invalid call(s), first {bad[0].tool}: {bad[0].error}", mismatches
     writes = [c for c in calls if c.ok and _is_write(world, c.tool)]
     gold = [c for c in oracle if _is_write(world, c.tool)]
+    at = _divergence(calls, oracle)
+    if at is not None and at < min(len(calls), len(oracle)):  # where it left the oracle's path: another record?
+        a, o = calls[at], oracle[at]
+        if a.ok and a.tool == o.tool and _is_write(world, a.tool) and _key_args(a.args) != _key_args(o.args):
+            return "wrong_record", f"{a.tool} on {_key_args(a.args)} instead of {_key_args(o.args)}", mismatches
     refused = [i for i, c in enumerate(calls) if not c.ok and " refused: " in c.error]
     for i in refused:  # refused because it was the wrong record, not because a rule stood in the way
         c = calls[i]
@@ -138,6 +143,11 @@ def classify(world: Any, episode: dict[str, Any]) -> tuple[str, str, list[dict[s
         if targets and _key_args(c.args) and _key_args(c.args) not in targets:
             return "wrong_record", f"{c.tool} on {_key_args(c.args)} instead of {targets[0]} (refused: {c.error})", \
                 mismatches
+    def oracle_made_it(i: int) -> bool:  # the oracle made this call and it passed: an earlier slip caused the refusal
+        same = [(c.tool, c.args) for c in calls[: i + 1]].count((calls[i].tool, calls[i].args))
+        return same <= [(o.tool, o.args) for o in oracle].count((calls[i].tool, calls[i].args))
+
+    refused = [i for i in refused if not oracle_made_it(i)]
     if refused and any(c.ok and _is_write(world, c.tool) for c in calls[refused[0] + 1:]):
         c = calls[refused[0]]
         return "rule_ignored", f"{c.tool} refused ({c.error}) and the agent went on writing", mismatches
