@@ -631,8 +631,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _policy_args(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai",
-                                                         "rule_blind", "first_write", "name_confuser"])
+    p.add_argument("--policy", default=default, choices=["oracle", "null", "random", "noisy", "openai"])
     p.add_argument("--error-rate", type=float, default=0.1, help="noisy policy: chance each step goes wrong")
     p.add_argument("--base-url", help="openai policy: an OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1")
     p.add_argument("--model", help="openai policy: the model name the server serves")
