@@ -595,7 +595,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         bundles = sorted(p.parent for p in (root / "worlds").glob("*/world.json"))
         if not bundles:
             raise WorldError(f"no built worlds under {root / 'worlds'}; build some with `worldfactory build`")
-    rows = export_rows(bundles, all_tasks=args.all_tasks)
+    if args.run:  # that run's band: its policy's curriculum, on the worlds it played
+        from worldfactory.cli_eval import run_bands
+
+        bundles, bands = run_bands(root, args.run, bundles if args.worlds else None)
+    rows = export_rows(bundles, all_tasks=args.all_tasks, bands=bands if args.run else None)
     try:
         import datasets
     except ImportError:
@@ -939,6 +943,7 @@ def parser() -> argparse.ArgumentParser:
                                                  "OUT/tasks.parquet)")
     ex.add_argument("--format", choices=["disk", "parquet"], default="disk")
     ex.add_argument("--all-tasks", action="store_true", help="every task the world serves, not only the curated ones")
+    ex.add_argument("--run", help="an evaluation run's band (`worldfactory eval list`) instead of the build's")
     ex.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     ex.set_defaults(fn=cmd_export)
 
@@ -965,6 +970,9 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=3000)
     u.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     u.set_defaults(fn=cmd_ui)
+    from worldfactory.cli_eval import add_parser as add_eval_parser
+
+    add_eval_parser(sub)
     return p
 
 

@@ -75,15 +75,19 @@ def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
     return rows
 
 
-def bundle_rows(bundle: Path, all_tasks: bool = False) -> list[TaskRow]:
-    """One world's rows: its curated tasks (or, with all_tasks, every task it serves)."""
+def bundle_rows(bundle: Path, all_tasks: bool = False,
+                bands: dict[str, dict[str, float]] | None = None) -> list[TaskRow]:
+    """One world's rows: its curated tasks (or, with all_tasks, every task it serves). `bands`: world id ->
+    another policy's pass band (task id -> pass rate, an evaluation run's) in place of the build's."""
     manifest = _read_json(bundle / "world.json")
+    band = None if bands is None else bands.get(manifest["world_id"], {})
     served = _read_json(bundle / "verifiers.json").get("tasks", {})
     tools = json.dumps(openai_tools(_read_json(bundle / "tools.json")), sort_keys=True)
     tasks = {t["task_id"]: t for t in _read_jsonl(bundle / "tasks.jsonl", ("task_id", "family", "instruction",
                                                                           "oracle"))}
-    curated = {}
-    for n, row in enumerate(_read_jsonl(bundle / "curated_tasks.jsonl", ("task_id", "pass_rate")), 1):
+    curated = dict(band) if band is not None else {}
+    build_band = _read_jsonl(bundle / "curated_tasks.jsonl", ("task_id", "pass_rate")) if band is None else []
+    for n, row in enumerate(build_band, 1):
         if row["task_id"] not in tasks or row["task_id"] not in served:
             raise ExportError(f"{bundle / 'curated_tasks.jsonl'}:{n}: field 'task_id': '{row['task_id']}' is not a "
                               f"task this world serves (tasks.jsonl, verifiers.json)")
@@ -97,9 +101,10 @@ def bundle_rows(bundle: Path, all_tasks: bool = False) -> list[TaskRow]:
             for tid in chosen]
 
 
-def export_rows(bundles: list[Path], all_tasks: bool = False) -> list[dict[str, Any]]:
-    """The rows of every bundle, sorted by (world_id, task_id)."""
-    rows = [r.model_dump() for b in bundles for r in bundle_rows(b, all_tasks)]
+def export_rows(bundles: list[Path], all_tasks: bool = False,
+                bands: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
+    """The rows of every bundle, sorted by (world_id, task_id); `bands`: world id -> another policy's band."""
+    rows = [r.model_dump() for b in bundles for r in bundle_rows(b, all_tasks, bands)]
     return sorted(rows, key=lambda r: (r["world_id"], r["task_id"]))
 
 
