@@ -62,6 +62,20 @@ def proof_metadata(proof: Proof) -> dict[str, Any]:
     return meta
 
 
+def check_result(name: str, proofs: Sequence[Proof]) -> dg.AssetCheckResult:
+    """One of a stage's checks (its proof's or a gate's) over the worlds of a step."""
+    if len(proofs) == 1:
+        meta = proof_metadata(proofs[0])
+        meta["passed"] = proofs[0].check_passed(name)
+    else:
+        failed = [p for p in proofs if not p.check_passed(name)]
+        meta = {"worlds_in_run": len(proofs), "failed_worlds": len(failed)}
+        if failed:
+            meta["reason"] = dg.MetadataValue.md("\n".join(f"- {p.world_id}: {p.reason}" for p in failed))
+    return dg.AssetCheckResult(check_name=name, passed=all(p.check_passed(name) for p in proofs),
+                               severity=dg.AssetCheckSeverity.ERROR, metadata=meta)
+
+
 def add_partition_metadata(context: dg.AssetExecutionContext, targeted: Sequence[str],
                            by_partition: dict[str, dict[str, Any]]) -> None:
     """Each world's own metadata on its partition's materialization, in a step over several partitions.
@@ -124,10 +138,11 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
     `worldfactory/force=true`; the stages after it are then skipped by Dagster.
     """
     first = not deps
-    spec = dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves)
+    specs = [dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves),
+             *(dg.AssetCheckSpec(g.check, asset=stage.name, blocking=True, description=g.proves) for g in stage.gates)]
 
     @dg.asset(name=stage.name, partitions_def=world_partitions, deps=list(deps), group_name=GROUP,
-              kinds={"python", "sqlite"}, automation_condition=nightly_condition(), check_specs=[spec], pool=pool,
+              kinds={"python", "sqlite"}, automation_condition=nightly_condition(), check_specs=specs, pool=pool,
               retry_policy=retry_policy, code_version=code_version(), output_required=not first,
               backfill_policy=world_backfill_policy,
               description=f"{stage.name}: writes {', '.join(stage.writes)}. Proof: {stage.proves}.")
@@ -141,8 +156,9 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
                    f"inputs fingerprint); not rebuilt. Tag the run {FORCE_TAG}=true to rebuild anyway.")
             context.log.info(why)
             # no materialization: Dagster skips every later stage; the check says why (its output is required)
-            yield dg.AssetCheckResult(check_name=stage.check, passed=True, severity=dg.AssetCheckSeverity.ERROR,
-                                      metadata={"up_to_date": True, "reason": why})
+            for name in stage.checks:
+                yield dg.AssetCheckResult(check_name=name, passed=True, severity=dg.AssetCheckSeverity.ERROR,
+                                          metadata={"up_to_date": True, "reason": why})
             return
         hook = PROGRESS.get()
         reports: list[StageReport] = []
@@ -163,18 +179,13 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
         # every world's materialization records its own counts, file hashes, cost and inputs fingerprint
         per_world = {r.world_id: {**report_metadata(r, world_store), INPUTS_KEY: inputs[r.world_id]} for r in reports}
         if len(reports) == 1:
-            meta, check_meta = per_world[keys[0]], proof_metadata(proofs[0])
+            meta = per_world[keys[0]]
         else:
             add_partition_metadata(context, keys, per_world)
             meta = {"worlds_in_run": dg.MetadataValue.int(len(reports))}
-            failed = [p for p in proofs if not p.passed]
-            check_meta = {"worlds_in_run": len(proofs), "failed_worlds": len(failed)}
-            if failed:
-                check_meta["reason"] = dg.MetadataValue.md("\n".join(f"- {p.world_id}: {p.reason}" for p in failed))
-        check = dg.AssetCheckResult(check_name=stage.check, passed=all(p.passed for p in proofs),
-                                    severity=dg.AssetCheckSeverity.ERROR, metadata=check_meta)
+        checks = [check_result(name, proofs) for name in stage.checks]  # the proof's check, then each gate's
         # a one-world run: the world's inputs fingerprint is the data version of this partition
         version = dg.DataVersion(inputs[keys[0]]) if len(keys) == 1 else None
-        yield dg.MaterializeResult(metadata=meta, check_results=[check], data_version=version)
+        yield dg.MaterializeResult(metadata=meta, check_results=checks, data_version=version)
 
     return _asset

@@ -15,13 +15,14 @@ from typing import Any
 
 import pytest
 
+from worldfactory.catalog import query
 from worldfactory.generate.validity import check_task
-from worldfactory.generate.verifiers import VerifierError, build_verifiers
+from worldfactory.generate.verifiers import build_verifiers
 from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World
 from worldfactory.spec import Task
-from worldfactory.stages.core import BuildContext, WorkDir
-from worldfactory.stages.verifiers import prove_verifiers
+from worldfactory.stages.core import BuildContext, WorkDir, run_prove
+from worldfactory.stages.verifiers import STAGE, prove_verifiers
 from worldfactory.templates import load_templates
 
 WORLD = "insurance-claims.regional--v001"
@@ -91,18 +92,33 @@ def test_a_tool_that_keeps_both_recipient_fields_apart_is_caught(world: World) -
     assert "recipient_fields" in _kinds(report, True), report.alternatives
 
 
-def test_an_unfair_verifier_fails_the_world(worlds_dir: Path, tmp_path: Path) -> None:
-    """The stage's proof refuses a world whose validity report lists a valid alternative its verifier fails."""
-    bundle = worlds_dir / WORLD
+def _copy(bundle: Path, dest: Path) -> BuildContext:
     for f in bundle.iterdir():
         if f.is_file():
-            shutil.copy(f, tmp_path / f.name)
-    ctx = BuildContext(world_id=WORLD, templates=load_templates(), work=WorkDir(tmp_path, WORLD), data_root=tmp_path)
+            shutil.copy(f, dest / f.name)
+    return BuildContext(world_id=WORLD, templates=load_templates(), work=WorkDir(dest, WORLD), data_root=dest)
+
+
+def test_an_unfair_verifier_fails_the_world_on_its_own_gate(worlds_dir: Path, tmp_path: Path) -> None:
+    """The stage's gate `alternatives_valid` refuses a world whose validity report has a valid alternative its
+    verifier fails; the soundness check `verifiers_valid` still passes, so the failure names completeness."""
+    ctx = _copy(worlds_dir / WORLD, tmp_path)
     proved = prove_verifiers(ctx)
     assert proved["alternatives_passed"] == proved["alternatives"] > 0
+    assert run_prove(STAGE, ctx).passed
     report = tmp_path / "verifier_report.jsonl"
     rows = [json.loads(line) for line in report.read_text().splitlines()]
+    rows[0]["alternatives"][0]["passed"] = False
     rows[0]["unfair"] = ["list_order (answer ['b', 'a'])"]
     report.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-    with pytest.raises(VerifierError, match="valid alternative solutions fail their verifier"):
-        prove_verifiers(ctx)
+    proof = run_prove(STAGE, ctx)
+    assert not proof.passed and proof.failed_checks == ["alternatives_valid"], proof
+    assert proof.check_passed("verifiers_valid") and not proof.check_passed("alternatives_valid")
+    assert proof.details["alternatives_passed"] == proved["alternatives_passed"] - 1
+    assert "alternatives_valid" in proof.reason and "list_order" in proof.reason, proof.reason
+
+
+def test_the_catalog_counts_alternatives_per_world(worlds_dir: Path) -> None:
+    columns, rows = query(worlds_dir.parent, "SELECT alternatives, alternatives_passed FROM worlds")
+    assert columns == ["alternatives", "alternatives_passed"] and len(rows) == 3, rows
+    assert all(total == passed > 0 for total, passed in rows), rows

@@ -70,7 +70,9 @@ def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: d
     for wid, res in built["results"].items():
         assert res.success, wid
         checks = {e.check_name: e.passed for e in res.get_asset_check_evaluations()}
-        assert checks == {s.check: True for s in STAGES}
+        assert checks == {c: True for s in STAGES for c in s.checks}
+        [fair] = [e for e in res.get_asset_check_evaluations() if e.check_name == "alternatives_valid"]
+        assert fair.metadata["alternatives_passed"].value == fair.metadata["alternatives"].value > 0
         [validity] = [e for e in res.get_asset_check_evaluations() if e.check_name == "verifiers_valid"]
         assert validity.metadata["caught_mutant_rate"].value == 1.0
         assert validity.metadata["mutants"].value > validity.metadata["mutants_equivalent"].value > 0

@@ -28,6 +28,8 @@ def test_every_stage_module_declares_one_stage_listed_once() -> None:
         declared[name] = module.STAGE
     assert sorted(s.name for s in STAGES) == sorted(s.name for s in declared.values())
     assert len({s.name for s in STAGES}) == len({s.check for s in STAGES}) == len(STAGES)
+    every_check = [c for s in STAGES for c in s.checks]
+    assert len(every_check) == len(set(every_check))
     written = [f for s in STAGES for f in s.writes]
     assert len(written) == len(set(written)) and tuple(written) == BUNDLE_FILES
     for i, stage in enumerate(STAGES):  # a stage reads only what an earlier stage wrote
@@ -47,7 +49,7 @@ def test_dagster_assets_and_checks_follow_the_registry() -> None:
         parents = {p.to_user_string() for p in node.parent_keys}
         assert parents == ({before.name} if before else set()), stage.name
         checks = {c.name for c in node.check_keys}
-        assert checks == {stage.check}, stage.name
+        assert checks == set(stage.checks), stage.name  # the proof's check and each gate's, from the declaration
         pools = {p for p in (node.pools or [])}
         assert ("llm_api" in pools) == stage.uses_model, stage.name
     catalog = graph.get(dg.AssetKey("world_catalog"))

@@ -26,6 +26,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("tools", pa.int32()), ("tasks", pa.int32()), ("oracle_pass", pa.int32()), ("null_pass", pa.int32()),
         ("path", pa.string()), ("world_json_sha256", pa.string()), ("coverage", pa.float64()),
         ("schema_sha256", pa.string()), ("tool_set_sha256", pa.string()),
+        ("alternatives", pa.int32()), ("alternatives_passed", pa.int32()),  # completeness: valid solutions passed
     ]),
     "tasks": pa.schema([
         ("task_id", pa.string()), ("family", pa.string()), ("instruction", pa.string()),
@@ -108,6 +109,8 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
         "world_json_sha256": hashlib.sha256(published.read_bytes()).hexdigest() if published.is_file() else "",
         "coverage": manifest.get("coverage"), "schema_sha256": manifest.get("schema_sha256", ""),
         "tool_set_sha256": manifest.get("tool_set_sha256", ""),
+        "alternatives": manifest.get("verifier_validity", {}).get("alternatives"),
+        "alternatives_passed": manifest.get("verifier_validity", {}).get("alternatives_passed"),
     }
     _write_partition(catalog_root, "worlds", wid, [world_row])
     _write_partition(catalog_root, "tasks", wid, [

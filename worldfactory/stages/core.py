@@ -62,6 +62,11 @@ class Proof(BaseModel):
     reason: str = ""
     details: dict[str, int | float | str] = Field(default_factory=dict)
     files: dict[str, str] = Field(default_factory=dict)
+    failed_checks: list[str] = Field(default_factory=list)  # the stage's check and gates that failed
+
+    def check_passed(self, name: str) -> bool:
+        """Whether one of the stage's checks passed (a proof recorded before gates: its one outcome)."""
+        return name not in self.failed_checks if self.failed_checks else self.passed
 
 
 class WorkDir:
@@ -158,6 +163,29 @@ class BuildContext:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """A blocking check of its own, beside the stage's proof: a figure the proof counts (`passed` of
+    `total` in its details) that must be whole. Declared on the stage, so the engine enforces it and the
+    Dagster layer makes it a check from the same declaration."""
+
+    check: str
+    proves: str
+    passed: str  # the proof's detail that counts what passed
+    total: str  # the proof's detail that counts everything tried
+    examples: str = ""  # the proof's detail that names some that failed, for the reason
+
+    def failure(self, details: dict[str, int | float | str]) -> str:
+        """Why the gate fails on these details, or "" when it holds."""
+        if self.passed not in details or self.total not in details:
+            return f"{self.check}: the proof did not count {self.passed} of {self.total}"
+        done, total = details[self.passed], details[self.total]
+        if done == total:
+            return ""
+        why = f": {details[self.examples]}" if self.examples and details.get(self.examples) else ""
+        return f"{self.check}: {self.passed} {done} of {self.total} {total}{why}"
+
+
+@dataclass(frozen=True)
 class Stage:
     """One stage, declared once next to its code (see the modules of worldfactory/stages/)."""
 
@@ -173,6 +201,12 @@ class Stage:
     uses_model: bool = False  # it may call a model server (rate limits, retries, the llm_api pool)
     publish: Callable[[BuildContext], None] | None = None  # what it puts where others see it: run by run_prove,
     #                                                        only once its proof has passed
+    gates: tuple[Gate, ...] = ()  # blocking checks of their own on figures its proof counts
+
+    @property
+    def checks(self) -> tuple[str, ...]:
+        """Every blocking check of this stage: its proof's, then its gates'."""
+        return (self.check, *(g.check for g in self.gates))
 
 
 def _cpu() -> float:
@@ -206,13 +240,18 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
     wall, cpu = time.perf_counter(), _cpu()
     try:
         details = confine.run_stage(stage, "prove", ctx)
-        if stage.publish is not None:
-            stage.publish(ctx)
-        proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=True, details=details,
-                      files=files)
-    except Exception as exc:  # the reason goes into the check's metadata; the check fails
+        failures = {g.check: why for g in stage.gates if (why := g.failure(details))}
+        if failures:  # a gate that fails fails the world like the proof does; its own check says why
+            proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=False, details=details,
+                          reason="; ".join(failures.values())[:4000], files=files, failed_checks=sorted(failures))
+        else:
+            if stage.publish is not None:
+                stage.publish(ctx)
+            proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=True, details=details,
+                          files=files)
+    except Exception as exc:  # the reason goes into the check's metadata; the check fails, and its gates with it
         proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=False,
-                      reason=f"{type(exc).__name__}: {exc}"[:4000], files=files)
+                      reason=f"{type(exc).__name__}: {exc}"[:4000], files=files, failed_checks=list(stage.checks))
     ctx.work.write_proof(proof)
     cost = ctx.work.costs().get(stage.name, StageCost())
     cost.cpu_seconds = round(cost.cpu_seconds + _cpu() - cpu, 6)
