@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from worldfactory.catalog import query
-from worldfactory.generate.validity import check_task
+from worldfactory.generate.validity import _defaults_given, check_task, reordered
 from worldfactory.generate.verifiers import build_verifiers
 from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World
@@ -122,3 +122,39 @@ def test_the_catalog_counts_alternatives_per_world(worlds_dir: Path) -> None:
     columns, rows = query(worlds_dir.parent, "SELECT alternatives, alternatives_passed FROM worlds")
     assert columns == ["alternatives", "alternatives_passed"] and len(rows) == 3, rows
     assert all(total == passed > 0 for total, passed in rows), rows
+
+
+def _writes(world: World, calls: list[Any]) -> list[tuple[str, str]]:
+    return [(c.tool, json.dumps(c.args, sort_keys=True)) for c in calls
+            if not world.tools_by_name[c.tool]["annotations"]["read_only_hint"]]
+
+
+def test_a_verifier_that_wants_the_oracles_write_order_is_caught(world: World) -> None:
+    """Independent writes in another order are an alternative of their own, counted with the rest."""
+    def in_order(ep: Episode, answer: Any) -> Verdict:
+        v = ep.verify(answer, explain=False)
+        assert ep.task is not None
+        same = _writes(ep.world, list(ep.trace)) == _writes(ep.world, ep.task.oracle)
+        return v if same else Verdict(passed=False, reward=0.0)
+
+    task = next(t for t in world.tasks.values() if reordered(world, t) is not None)
+    fair = check_task(world, task, random.Random(0))
+    assert "write_order" in _kinds(fair, False), fair.alternatives
+    report = check_task(world, task, random.Random(0), verify=in_order)
+    assert "write_order" in _kinds(report, True), report.alternatives
+
+
+def test_a_verifier_that_wants_the_oracles_exact_arguments_is_caught(world: World) -> None:
+    """An optional field of a create or update given the default it gets anyway (tools.json) must pass."""
+    def exact_args(ep: Episode, answer: Any) -> Verdict:
+        v = ep.verify(answer, explain=False)
+        assert ep.task is not None
+        mine = set(_writes(ep.world, list(ep.trace)))
+        return v if mine <= set(_writes(ep.world, ep.task.oracle)) else Verdict(passed=False, reward=0.0)
+
+    task = next(t for t in world.tasks.values()
+                if len(t.oracle) <= 20 and any(_defaults_given(world, c) for c in t.oracle))
+    fair = check_task(world, task, random.Random(0))
+    assert "optional_default" in _kinds(fair, False), fair.alternatives
+    report = check_task(world, task, random.Random(0), verify=exact_args)
+    assert "optional_default" in _kinds(report, True), report.alternatives

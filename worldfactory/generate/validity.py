@@ -2,7 +2,8 @@
 
 Beside the mutants, each oracle gives alternatives that are valid by construction and must pass
 (completeness, not only soundness): an extra read, an email to a contact that also gives the contact's
-own address, and the answer in another order, number format, date spelling, case, or the rule by its
+own address, independent writes in another order, an optional field given the default it gets anyway,
+and the answer in another order, number format, date spelling, case, or the rule by its
 label or id. They replay from the oracle's checkpoints as mutants do; one that fails fails the world.
 
 For each task: the oracle must score 1; doing nothing must score 0; mutants of the oracle plan
@@ -326,7 +327,8 @@ def _answer_variants(world: World, task: Task) -> list[tuple[str, Any]]:
 
 def alternatives_for(world: World, task: Task) -> list[Mutant]:
     """Valid solutions other than the oracle that a fair verifier passes: an extra read, a recipient given
-    both ways (a contact with their own address), and the answer said another way."""
+    both ways (a contact with their own address), an optional field of a create or update given its default,
+    and the answer said another way. (Independent writes in another order: `reordered`, checked beside.)"""
     plan = task.oracle
     out: list[Mutant] = []
     reads = [c for c in plan if world.tools_by_name.get(c.tool, {}).get("kind") in ("get", "search")]
@@ -343,9 +345,29 @@ def alternatives_for(world: World, task: Task) -> list[Mutant]:
             out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
                               calls=plan[:i] + [both] + plan[i + 1:], answer=task.answer))
             break
+    long = len(plan) > LONG_PLAN  # a long plan's are made near its end, as its mutants are: a short tail replays
+    for i, call in enumerate(plan):
+        filled = _defaults_given(world, call) if not long or i >= len(plan) - 2 else None
+        if filled is not None:
+            out.append(Mutant(kind="optional_default", note=f"step {i}: {call.tool} given {sorted(filled)} explicitly",
+                              calls=plan[:i] + [ToolCall(tool=call.tool, args={**call.args, **filled})] + plan[i + 1:],
+                              answer=task.answer))
     for kind, answer in _answer_variants(world, task):
         out.append(Mutant(kind=kind, note=f"answer {answer!r}", calls=list(plan), answer=answer))
     return out
+
+
+def _defaults_given(world: World, call: ToolCall) -> dict[str, Any] | None:
+    """A create or update call's optional parameters it leaves out, each with the default tools.json declares:
+    the value the tool would use anyway, so passing it explicitly is the same solution. None if there are none."""
+    tool = world.tools_by_name.get(call.tool, {})
+    if tool.get("kind") not in ("create", "update"):
+        return None
+    schema = tool["input_schema"]
+    required = set(schema.get("required", []))
+    filled = {name: p["default"] for name, p in sorted(schema["properties"].items())
+              if name not in required and name not in call.args and "default" in p}
+    return filled or None
 
 
 def reordered(world: World, task: Task) -> list[ToolCall] | None:
@@ -407,8 +429,10 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
             report.problems.append(f"mutant equals gold but fails: {m.kind} ({m.note})")
     if swapped is not None:
         verdict, equal = results[len(mutants)]
-        if equal:
+        if equal:  # independent writes in another order: a valid alternative of its own, counted with the rest
             report.reorder_passes = verdict.passed
+            report.alternatives.append(AlternativeOutcome(kind="write_order", note="the last two independent writes "
+                                                          "swapped", passed=verdict.passed))
             if not verdict.passed:
                 report.problems.append("the oracle with independent steps reordered fails")
     first = len(mutants) + (swapped is not None)
