@@ -15,10 +15,11 @@ from .words import a_or_an, cap, tool_name
 FAMILY = "workflow"
 QUOTA = 22
 TRIES = 4
+# The note is on the anchor, not on the record just created: every phrase names which record it goes on.
 PHRASES = [
-    "For {anchor}: {create}, add a note saying \"{note}\", and {notify}.",
-    "Handle {anchor}. First {create}. Then leave a note on it (\"{note}\") and {notify}.",
-    "Please {create} for {anchor}, note \"{note}\" on it, and {notify}.",
+    "For {anchor}: {create}, add a note on the {anchor_kind} saying \"{note}\", and {notify}.",
+    "Handle {anchor}. First {create}. Then leave a note on the {anchor_kind} (\"{note}\") and {notify}.",
+    "Please {create} for {anchor}, note \"{note}\" on the {anchor_kind} itself, and {notify}.",
 ]
 NOTE_TEXTS = ["Reviewed with the team today", "Customer informed of the next steps", "Checked against policy",
               "Follow-up scheduled with the owner", "Documents requested from the client"]
@@ -59,5 +60,6 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         ToolCall(tool="create_note", args={"subject_id": row["id"], "body": note}),
         *told[1],
     ]
-    text = fill(b.rng.choice(PHRASES), anchor=addr.text, create=create, note=note, notify=told[0])
+    text = fill(b.rng.choice(PHRASES), anchor=addr.text, anchor_kind=anchor.singular, create=create, note=note,
+                notify=told[0])
     return Plan(cap(text), oracle, table.name)
