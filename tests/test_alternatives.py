@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from worldfactory.catalog import query
-from worldfactory.generate.validity import _defaults_given, check_task, reordered
+from worldfactory.generate.validity import check_task, defaults_given, reordered
 from worldfactory.generate.verifiers import build_verifiers
 from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World
@@ -153,7 +153,7 @@ def test_a_verifier_that_wants_the_oracles_exact_arguments_is_caught(world: Worl
         return v if mine <= set(_writes(ep.world, ep.task.oracle)) else Verdict(passed=False, reward=0.0)
 
     task = next(t for t in world.tasks.values()
-                if len(t.oracle) <= 20 and any(_defaults_given(world, c) for c in t.oracle))
+                if len(t.oracle) <= 20 and any(defaults_given(world, c) for c in t.oracle))
     fair = check_task(world, task, random.Random(0))
     assert "optional_default" in _kinds(fair, False), fair.alternatives
     report = check_task(world, task, random.Random(0), verify=exact_args)

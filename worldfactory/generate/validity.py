@@ -347,7 +347,7 @@ def alternatives_for(world: World, task: Task) -> list[Mutant]:
             break
     long = len(plan) > LONG_PLAN  # a long plan's are made near its end, as its mutants are: a short tail replays
     for i, call in enumerate(plan):
-        filled = _defaults_given(world, call) if not long or i >= len(plan) - 2 else None
+        filled = defaults_given(world, call) if not long or i >= len(plan) - 2 else None
         if filled is not None:
             out.append(Mutant(kind="optional_default", note=f"step {i}: {call.tool} given {sorted(filled)} explicitly",
                               calls=plan[:i] + [ToolCall(tool=call.tool, args={**call.args, **filled})] + plan[i + 1:],
@@ -357,7 +357,7 @@ def alternatives_for(world: World, task: Task) -> list[Mutant]:
     return out
 
 
-def _defaults_given(world: World, call: ToolCall) -> dict[str, Any] | None:
+def defaults_given(world: World, call: ToolCall) -> dict[str, Any] | None:
     """A create or update call's optional parameters it leaves out, each with the default tools.json declares:
     the value the tool would use anyway, so passing it explicitly is the same solution. None if there are none."""
     tool = world.tools_by_name.get(call.tool, {})
