@@ -72,8 +72,10 @@ def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: d
         checks = {e.check_name: e.passed for e in res.get_asset_check_evaluations()}
         assert checks == {s.check: True for s in STAGES}
         [validity] = [e for e in res.get_asset_check_evaluations() if e.check_name == "verifiers_valid"]
-        assert validity.metadata["caught_mutant_rate"].value == 1.0
-        assert validity.metadata["mutants"].value > validity.metadata["mutants_equivalent"].value > 0
+        counts = validity.metadata["counts"].value  # the proof's details, one JSON value
+        assert validity.partition == wid and validity.metadata["world_id"].value == wid
+        assert counts["caught_mutant_rate"] == 1.0
+        assert counts["mutants"] > counts["mutants_equivalent"] > 0
         for stage in STAGES:
             [mat] = res.asset_materializations_for_node(stage.name)
             assert mat.partition == wid
@@ -302,7 +304,8 @@ def test_nightly_skips_current_worlds_and_rebuilds_only_a_changed_domain(built: 
         instance=instance, partition_key=unchanged, raise_on_error=False, run_config=QUIET)
     assert res.success and not res.get_asset_materialization_events()
     [check] = res.get_asset_check_evaluations()
-    assert check.check_name == "brief_valid" and check.metadata["up_to_date"].value is True
+    assert check.check_name == "brief_valid" and check.passed and check.partition == unchanged
+    assert "up to date" in check.metadata["reason"].value
     skipped = {e.step_key for e in res.all_events if e.event_type_value == "STEP_SKIPPED"}
     assert skipped == {s.name for s in STAGES[1:]}
 

@@ -55,7 +55,7 @@ def test_one_run_over_two_worlds_records_each_worlds_own_metadata(tmp_path: Path
     try:
         run_id = outcomes[0].run_id
         checks = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-        assert len(checks) == len(STAGES)
+        assert len(checks) == len(STAGES) * len(SMALL)  # one per world and stage
         assert all(c.dagster_event.event_specific_data.passed for c in checks)
         ts = store.templates()
         for wid in SMALL:
@@ -102,9 +102,14 @@ def test_a_failed_batch_names_the_broken_world_and_builds_the_other(tmp_path: Pa
         assert len(batch) == 1 and batch[0].status == dg.DagsterRunStatus.FAILURE
         [failed] = [c for c in instance.all_logs(batch[0].run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
                     if not c.dagster_event.event_specific_data.passed]
-        meta = failed.dagster_event.event_specific_data.metadata
-        assert meta["failed_worlds"].value == 1 and meta["worlds_in_run"].value == 2
-        assert BROKEN in meta["reason"].value and FINE not in meta["reason"].value
+        ev = failed.dagster_event.event_specific_data
+        assert ev.partition == BROKEN and ev.metadata["world_id"].value == BROKEN  # the broken world's own check
+        assert "orphan_ledger" in ev.metadata["reason"].value and FINE not in ev.metadata["reason"].value
+        # the same keys as the fine world's check in its own one-world run
+        [fine_eval] = [c.dagster_event.event_specific_data for c in
+                       instance.all_logs(fine.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+                       if c.dagster_event.event_specific_data.check_name == ev.check_name]
+        assert fine_eval.partition == FINE and set(fine_eval.metadata) == set(ev.metadata)
     finally:
         instance.dispose()
 
