@@ -119,6 +119,7 @@ def test_catalogs_are_parquet_that_duckdb_reads(built: dict) -> None:
             assert list((root / "catalog" / table / f"world_id={wid}").glob("*.parquet")), (table, wid)
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{root}'")  # the views' paths are relative to the data root
         worlds = con.execute("SELECT world_id, tasks, oracle_pass, null_pass FROM worlds ORDER BY world_id").fetchall()
         assert [w[0] for w in worlds] == sorted(TWO)
         assert all(w[1] == w[2] and w[3] == 0 for w in worlds)
@@ -337,6 +338,7 @@ def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates:
     assert (data / "catalog.duckdb").is_file()
     con = duckdb.connect(str(data / "catalog.duckdb"), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{data}'")  # the views' paths are relative to the data root
         assert sorted(w for (w,) in con.execute("SELECT world_id FROM worlds").fetchall()) == sorted([wid, other])
     finally:
         con.close()

@@ -530,8 +530,15 @@ def cmd_query(args: argparse.Namespace) -> int:
     from worldfactory.catalog import query
 
     columns, rows = query(_root(args), args.sql)
-    if args.json:
+    if args.format == "json":
         print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=1, default=str))
+        return 0
+    if args.format == "csv":  # a header line, then one line per row: for pipes and spreadsheets
+        import csv
+
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
         return 0
     table = Table(show_lines=False)
     for col in columns:
@@ -873,7 +880,9 @@ def parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("query", help="read-only SQL over the catalogs (worlds, tasks, costs) with DuckDB")
     q.add_argument("sql", metavar="SQL")
-    q.add_argument("--json", action="store_true", help="a JSON array, one object per row")
+    q.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (for reading), csv (a header, then a line per row) or json (an array of objects)")
+    q.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     q.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     q.set_defaults(fn=cmd_query)
 
