@@ -552,7 +552,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Curated tasks of built worlds as a Hugging Face dataset (the `trainers` extra)."""
-    from worldfactory.adapters.hf_dataset import export_rows, write_dataset
+    from worldfactory.adapters.hf_dataset import export_rows, world_rows, write_dataset
     from worldfactory.runtime.world import WorldError
 
     root = _root(args)
@@ -562,6 +562,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         bundles = sorted(p.parent for p in (root / "worlds").glob("*/world.json"))
         if not bundles:
             raise WorldError(f"no built worlds under {root / 'worlds'}; build some with `worldfactory build`")
+    worlds = world_rows(bundles)  # tools.json and the pass band first: a bundle without them is named first
     rows = export_rows(bundles, all_tasks=args.all_tasks)
     try:
         import datasets
@@ -569,9 +570,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         ERR.print('error: `worldfactory export` needs the trainers extra: pip install -e ".[trainers]"')
         return 2
     datasets.disable_progress_bars()
-    target = write_dataset(rows, Path(args.out), args.format)
-    worlds = len({r["world_id"] for r in rows})
-    print(f"wrote {len(rows)} task(s) of {worlds} world(s) to {target} ({args.format})")
+    target = write_dataset(rows, Path(args.out), args.format, worlds=worlds, split_by=args.split_by,
+                           license=args.license)
+    n_worlds = len({r["world_id"] for r in rows})
+    print(f"wrote {len(rows)} task(s) of {n_worlds} world(s) to {target} ({args.format}; splits held out by "
+          f"{args.split_by}; card {target / 'README.md'})")
     return 0
 
 
@@ -888,9 +891,13 @@ def parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("export", help="curated tasks as a Hugging Face dataset (needs the trainers extra)")
     ex.add_argument("worlds", nargs="*", metavar="WORLD", help="world IDs or bundle paths (default: every built world)")
-    ex.add_argument("--out", required=True, help="folder to write (disk: datasets.load_from_disk; parquet: "
-                                                 "OUT/tasks.parquet)")
-    ex.add_argument("--format", choices=["disk", "parquet"], default="disk")
+    ex.add_argument("--out", required=True, help="folder to write: README.md (the dataset card), tasks/ (splits "
+                                                 "train, validation, test) and tools/ (one row per world)")
+    ex.add_argument("--format", choices=["disk", "parquet"], default="disk",
+                    help="disk: datasets.load_from_disk(OUT/tasks); parquet: datasets.load_dataset(OUT, 'tasks')")
+    ex.add_argument("--split-by", choices=["world", "domain"], default="world",
+                    help="hold out whole worlds (default) or whole domains in validation and test")
+    ex.add_argument("--license", default="other", help="the license the card declares (a Hub license id)")
     ex.add_argument("--all-tasks", action="store_true", help="every task the world serves, not only the curated ones")
     ex.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     ex.set_defaults(fn=cmd_export)
