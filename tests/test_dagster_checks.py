@@ -10,6 +10,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from tests.conftest import SMALL
 from worldfactory.generate.page import PAGE
@@ -53,6 +54,12 @@ def test_a_batch_records_each_worlds_check_on_its_partition_with_one_shape(tmp_p
                 # it points at this world's materialization in this run
                 assert ev.target_materialization_data is not None
                 assert ev.target_materialization_data.run_id == outcomes[0].run_id
+        # the check history the UI reads: one execution per world, each on its partition, succeeded
+        for stage in STAGES:
+            history = instance.event_log_storage.get_asset_check_execution_history(
+                dg.AssetCheckKey(dg.AssetKey(stage.name), stage.check), limit=10)
+            assert sorted(h.partition for h in history) == sorted(SMALL), stage.name
+            assert all(h.status == AssetCheckExecutionRecordStatus.SUCCEEDED for h in history), stage.name
         # the world page is a link to the published copy, and `path` the published bundle
         for wid in SMALL:
             [record] = instance.fetch_materializations(
