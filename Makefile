@@ -53,8 +53,9 @@ fresh-check:  ## the README's first command on a fresh machine, in a container (
 	scripts/fresh-check.sh $(REF)
 
 # World images (needs root on Debian: it installs podman). containers/engine.sh prepares the engine
-# idempotently (packages, .engine/containers.conf, the base image cached with `podman save`, the Docker
-# API socket .engine/podman.sock); then every example world gets its image, run and checked over MCP.
+# idempotently (packages, .engine/containers.conf and its drop-in for a plain `podman run`, the base image
+# cached with `podman save`, the Docker API socket .engine/podman.sock); then every example world gets its
+# image, run and checked over MCP.
 images: packages-build+images $(STAMP)  ## container engine + the example worlds' images (after this: make test-images)
 	containers/engine.sh
 	$(BIN)/worldfactory build --examples

@@ -2,9 +2,12 @@
 # Prepares a container engine on a Debian machine, idempotently, and starts its Docker API socket.
 #
 # Each step is skipped when its result is already there, so a second run takes a second or two:
-#   1. packages: podman, runc, debootstrap (apt), unless the commands exist;
+#   1. packages: podman, runc, debootstrap, curl (scripts/system-packages.sh images), unless there;
 #   2. configuration: ENGINE_DIR/containers.conf (runc and cgroupfs: crun refuses hybrid cgroups;
-#      ulimits no higher than this host's hard limits, which root cannot raise without CAP_SYS_RESOURCE);
+#      ulimits no higher than this host's hard limits, which root cannot raise without CAP_SYS_RESOURCE),
+#      also installed as the drop-in DROP_IN, which podman reads by default, so a plain `podman run` in
+#      any shell works too (a drop-in overrides only these keys; /etc/containers/containers.conf is left
+#      alone, and a DROP_IN this script did not write is never replaced);
 #   3. the base image localhost/worldfactory-base:bookworm, made without a registry by debootstrap from
 #      the Debian mirror the host's apt sources name, then kept as a tar in CACHE_DIR (`podman save`)
 #      so a fresh engine loads it instead of bootstrapping again;
@@ -18,9 +21,10 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 ENGINE_DIR="${WORLDFACTORY_ENGINE_DIR:-$ROOT/.engine}"
 CACHE_DIR="${WORLDFACTORY_IMAGE_CACHE:-${HOME:-/root}/.cache/worldfactory/images}"
 BASE="localhost/worldfactory-base:bookworm"
+DROP_IN="${WORLDFACTORY_CONTAINERS_DROP_IN:-/etc/containers/containers.conf.d/50-worldfactory.conf}"
+MARK="# Written by containers/engine.sh"
 SOCK="$ENGINE_DIR/podman.sock"
 export CONTAINERS_CONF="$ENGINE_DIR/containers.conf"
-mkdir -p "$ENGINE_DIR" "$CACHE_DIR"
 
 say() { echo "engine: $*"; }
 ping_socket() { curl -fsS --max-time 3 --unix-socket "$SOCK" http://d/_ping >/dev/null 2>&1; }
@@ -33,28 +37,17 @@ if [ "${1:-}" = "stop" ]; then
   exit 0
 fi
 
-# 1. packages
-missing=()
-for pair in podman:podman runc:runc debootstrap:debootstrap curl:curl; do
-  command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  if ! command -v apt-get >/dev/null; then
-    echo "engine: missing ${missing[*]} and apt-get is not available; install them and run this again" >&2
-    exit 1
-  fi
-  say "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-else
-  say "podman, runc and debootstrap are installed"
-fi
+# 1. packages (declared in scripts/system-packages.sh): installed when missing and apt-get is usable;
+#    otherwise it stops here, before any work, naming the packages and the command that installs them
+"$ROOT/scripts/system-packages.sh" images
+say "the packages it needs are installed"
 
 # 2. configuration (rewritten every time: cheap, and follows the host's limits)
+mkdir -p "$ENGINE_DIR" "$CACHE_DIR"
 nofile="$(ulimit -Hn)"; [ "$nofile" = unlimited ] && nofile=1048576
 nproc="$(ulimit -Hu)"; { [ "$nproc" = unlimited ] || [ "$nproc" -gt 32768 ]; } && nproc=32768
 cat > "$CONTAINERS_CONF.tmp" <<EOF
-# Written by containers/engine.sh: podman settings this host needs.
+$MARK: podman settings this host needs.
 [containers]
 default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 
@@ -64,6 +57,15 @@ cgroup_manager = "cgroupfs"
 events_logger = "file"
 EOF
 mv "$CONTAINERS_CONF.tmp" "$CONTAINERS_CONF"
+if [ "$(id -u)" != 0 ]; then
+  :  # rootless podman keeps the user's own limits and reads the user's own configuration: nothing to install
+elif [ -e "$DROP_IN" ] && ! head -n1 "$DROP_IN" | grep -qF "$MARK"; then
+  say "left $DROP_IN alone (not written by this script): a plain \`podman run\` needs its settings from $CONTAINERS_CONF"
+elif ! cmp -s "$CONTAINERS_CONF" "$DROP_IN"; then
+  mkdir -p "$(dirname "$DROP_IN")"
+  cp "$CONTAINERS_CONF" "$DROP_IN.tmp" && mv "$DROP_IN.tmp" "$DROP_IN"
+  say "installed the settings as $DROP_IN (podman reads it in every shell)"
+fi
 
 # 3. base image
 if podman image exists "$BASE"; then

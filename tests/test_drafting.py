@@ -292,7 +292,7 @@ def test_smuggled_code_like_strings_stay_inert(first: dict, tmp_path: Path, ts: 
     quote = model.bodies[1]["messages"][-1]["content"]
     assert "field 'tables[0:requests].workflow.transitions[2:close_request].verb': placeholder {obj:>99999999}" \
         in quote, quote
-    assert "field 'derive[0]': not allowed in a drafted pack" in quote
+    assert "field 'derive[0]': not allowed in pack SQL" in quote
     assert not canary.exists()
     bundle = root / "worlds" / WID
     tools = (bundle / "tools.py").read_text()
@@ -317,7 +317,7 @@ def test_smuggled_code_like_strings_stay_inert(first: dict, tmp_path: Path, ts: 
     lookup = copy.deepcopy(pack)  # a format field that walks attributes is refused by the pack language itself
     lookup["tables"][0]["columns"][0]["gen"] = {"code": "REQ-{n.__class__.__init__.__globals__}"}
     refused = validate_reply(json.dumps(lookup), load_brief(root, ts), ts)
-    assert "field 'tables[0:requests].columns[0:reference].gen': code must be a format" in refused.reason  # type: ignore[union-attr]
+    assert "field 'tables[0:requests].columns[0:reference].gen': code must hold only {n} or {n:0Wd}" in refused.reason  # type: ignore[union-attr]
 
 
 def load_brief(root: Path, ts: TemplateSet) -> Any:
@@ -341,7 +341,7 @@ def test_drafted_sql_may_only_read_or_change_rows(field: str, sql: str, pack: di
     data[field] = [sql] if field == "derive" else [{"name": "smuggled", "sql": sql}]
     out = validate_reply(json.dumps(data), brief_of(ts), ts)
     loc = "derive[0]" if field == "derive" else "invariants[0].sql"
-    assert f"pack.json: field '{loc}': not allowed in a drafted pack" in out.reason  # type: ignore[union-attr]
+    assert f"pack.json: field '{loc}': not allowed in pack SQL" in out.reason  # type: ignore[union-attr]
     fine = copy.deepcopy(pack)
     fine["derive"] = ["UPDATE requests SET credit = 0 WHERE status = 'open'"]
     assert not hasattr(validate_reply(json.dumps(fine), brief_of(ts), ts), "reason")
@@ -381,3 +381,46 @@ def test_brief_new_writes_a_text_brief_the_sensor_registers(tmp_path: Path, temp
     assert ids == [] and len(errors) == 2
     assert any("bad.md: field 'colour': Extra inputs are not permitted" in e for e in errors)
     assert any("harbor.yaml" in e and "one brief file per slug" in e for e in errors)
+
+
+def test_malformed_replies_get_a_repair_message_not_a_crash(tmp_path: Path, ts: TemplateSet, pack: dict[str, Any],
+                                                            model_env: pytest.MonkeyPatch) -> None:
+    """Deep nesting, a lone surrogate escaped in the pack's JSON, and a raw lone surrogate in the reply
+    itself: each is refused with a message the model can act on; the fourth reply builds the world."""
+    deep = "[" * 100_000 + "]" * 100_000
+    escaped = json.dumps({**pack, "title": "Desk"}).replace('"Desk"', '"Desk \\ud800"')
+    raw = json.dumps({**pack, "title": "Desk"}).replace('"Desk"', '"Desk \ud800"')
+    root = data_root(tmp_path)
+    model = ScriptedReplies([deep, escaped, raw, pack])
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        build_world(WID, root, ts)
+    assert model.requests == 4
+    quotes = [model.bodies[i]["messages"][-1]["content"] for i in (1, 2, 3)]
+    assert "pack.json: the reply nests lists or objects too deeply to read" in quotes[0]
+    assert "pack.json: field 'title': a lone surrogate ('\\ud800') is not text" in quotes[1], quotes[1]
+    assert "pack.json: field 'title': a lone surrogate ('\\ud800') is not text" in quotes[2], quotes[2]
+    manifest = json.loads((root / "worlds" / WID / "world.json").read_text())
+    assert manifest["drafting"]["corrections"] == {"world_brief": 3}
+
+
+def test_a_drafted_chain_whose_row_product_is_huge_gets_a_repair_message(pack: dict[str, Any],
+                                                                         ts: TemplateSet) -> None:
+    """Each level within the drafted limits (2,000 rows, 20 per parent); the product down three levels is not."""
+    data = copy.deepcopy(pack)
+    data["tables"][0]["rows"] = 2000
+    parent = data["tables"][0]["name"]
+    for name in ("steps", "substeps", "checks"):
+        data["tables"].append({"name": name, "singular": name[:-1],
+                               "per_parent": {"table": parent, "column": f"{parent[:-1]}_id", "count": [1, 20]},
+                               "columns": [{"name": f"{parent[:-1]}_id", "type": "integer", "ref": parent},
+                                           {"name": "note", "gen": "sentence"}]})
+        parent = name
+    out = validate_reply(json.dumps(data), brief_of(ts), ts)
+    reason = out.reason  # type: ignore[union-attr]
+    assert "pack.json: field 'tables[2:substeps].per_parent.count': gives up to 240,000 rows at scale 0.3" in reason
+    assert "a table has at most 25,000" in reason
+    assert "pack.json: field 'tables': the tables can get up to" in reason and "a world has at most 60,000" in reason
+    data["tables"] = data["tables"][:2]
+    data["tables"][0]["rows"] = 40
+    assert not hasattr(validate_reply(json.dumps(data), brief_of(ts), ts), "reason")

@@ -5,21 +5,26 @@ The tests that build and run real images are in tests/images/ (`make test-images
 
 from __future__ import annotations
 
+import ensurepip
 import hashlib
 import io
 import json
 import shutil
 import subprocess
+import sys
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.conftest import PYTHON, ROOT, SMALL
 from worldfactory.images import EngineError, ImageError, connect
 from worldfactory.images.context import context_tar
-from worldfactory.images.runtime import runtime_context, runtime_tag
+from worldfactory.images.runtime import constraints, requirements, runtime_context, runtime_tag
 from worldfactory.images.wheels import lock_key, wheelhouse
 from worldfactory.images.world import LABEL, bundle_labels, image_name, read_published, world_context
 
@@ -113,7 +118,7 @@ def test_the_runtime_tag_follows_sources_and_pins_not_wheel_bytes() -> None:
     assert runtime_tag({**files, "build/wheels/x-1-py3-none-any.whl": b"any"}) == tag
     assert runtime_tag({**files, "src/worldfactory/__init__.py": files["src/worldfactory/__init__.py"] + b"\n"}) != tag
     pins = files["build/constraints.txt"].decode().splitlines()
-    assert any(p.startswith("dagster==") for p in pins) and any(p.startswith("setuptools==") for p in pins)
+    assert any(p.startswith("dagster==") for p in pins) and not any(p.startswith("setuptools==") for p in pins)
     assert runtime_tag({**files, "build/constraints.txt": "\n".join(pins[1:]).encode()}) != tag
     mounted = files["Dockerfile"].decode()  # podman: the wheels bind-mounted into the install step alone
     reqs = files["build/requirements.txt"].decode().splitlines()
@@ -125,3 +130,78 @@ def test_the_runtime_tag_follows_sources_and_pins_not_wheel_bytes() -> None:
     # the project's own root, which the stage names, may itself live under /tmp/wf...).
     assert "--mount" not in staged and "COPY --from=deps" in final
     assert "COPY build/" not in final and "--find-links" not in final
+
+
+def _seed_wheels() -> list[Path]:
+    """The wheels `python -m venv` seeds a fresh venv with: ensurepip's (Debian's python takes them from
+    /usr/share/python-wheels, which its ensurepip names by path)."""
+    get = getattr(ensurepip, "_get_packages", None)  # Python 3.11
+    bundled = Path(ensurepip.__file__).parent / "_bundled"
+    if get is None:
+        return sorted(bundled.glob("*.whl"))
+    return [Path(pkg.wheel_path) if pkg.wheel_path else bundled / pkg.wheel_name for pkg in get().values()]
+
+
+def test_pins_from_a_fresh_venv_do_not_contradict_the_requirements(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh venv's site-packages as `make images` sees it (python3.11 -m venv, pip install -e .[dev], no
+    # upgrade): the seed tools' metadata first on the path, this environment's packages after it.
+    site = tmp_path / "site-packages"
+    seeds = {}
+    for wheel in _seed_wheels():
+        with zipfile.ZipFile(wheel) as z:
+            z.extractall(site, [n for n in z.namelist() if n.split("/")[0].endswith(".dist-info")])
+        name, version = wheel.name.split("-")[:2]
+        seeds[canonicalize_name(name)] = version
+    if sys.version_info < (3, 12):  # 3.11 seeds setuptools 65.5.0 or 66.1.1: below the build requirement
+        assert not Requirement(next(r for r in requirements(ROOT) if r.startswith("setuptools"))).specifier.contains(
+            seeds["setuptools"])
+    pins = constraints(ROOT, path=[str(site), *sys.path])
+    pinned = dict(p.split("==") for p in pins)
+    for text in requirements(ROOT):  # the project's requirements and its build backend's
+        req = Requirement(text)
+        name = canonicalize_name(req.name)
+        assert name not in pinned or req.specifier.contains(pinned[name], prereleases=True), (text, pinned[name])
+
+    # The resolver agrees, offline: the build requirement against these pins, from a folder holding the seed's
+    # setuptools and a newer one (what ResolutionImpossible broke `make images` on)
+    links = tmp_path / "links"
+    links.mkdir()
+    _wheel(links, "setuptools", seeds.get("setuptools", "65.5.0"))
+    _wheel(links, "setuptools", "69.5.1")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+    build_reqs = [r for r in requirements(ROOT) if canonicalize_name(Requirement(r).name) == "setuptools"]
+    folder = wheelhouse(build_reqs, pins, tmp_path / "cache")
+    assert [p.name for p in folder.iterdir()] == ["setuptools-69.5.1-py3-none-any.whl"]
+    assert pinned.get("dagster") and not {"pip", "setuptools", "wheel"} & set(pinned)  # the seed tools: pip's choice
+
+
+def _bin_without_packages(where: Path, with_apt: bool) -> Path:
+    """A PATH holding only what containers/engine.sh needs before its package check (and apt-get, if asked)."""
+    folder = where / "bin"
+    folder.mkdir()
+    for tool in ("bash", "dirname", "id", *(["apt-get"] if with_apt else [])):
+        (folder / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
+    return folder
+
+
+@pytest.mark.parametrize("case", ["no apt-get", "not root"])
+def test_engine_without_its_packages_stops_first_with_one_message(tmp_path: Path, case: str,
+                                                                  request: pytest.FixtureRequest) -> None:
+    shared = Path(tempfile.mkdtemp(prefix="wf-engine-"))  # not under pytest's root-only folder: nobody runs it
+    shared.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(shared, ignore_errors=True))
+    env = {"PATH": str(_bin_without_packages(shared, with_apt=case == "not root")),
+           "WORLDFACTORY_ENGINE_DIR": str(tmp_path / "engine"), "WORLDFACTORY_IMAGE_CACHE": str(tmp_path / "cache"),
+           "WORLDFACTORY_CONTAINERS_DROP_IN": str(tmp_path / "drop-in.conf")}
+    argv = [str(ROOT / "containers" / "engine.sh")]
+    if case == "not root":
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) runs the script as nobody"
+        argv = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *argv]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and done.stdout == ""  # scripts/system-packages.sh's message, and nothing else
+    assert "podman runc debootstrap curl" in done.stderr
+    assert "apt-get install -y podman runc debootstrap curl" in done.stderr
+    assert not (tmp_path / "engine").exists() and not (tmp_path / "cache").exists()  # no work done

@@ -85,7 +85,8 @@ def _the_schema_says_whose_id_it_is(world: World) -> None:
     schema = world.tools_by_name[TOOL]["input_schema"]
     prop = schema["properties"][PARAM]
     assert prop["type"] == "integer" and prop["minimum"] == 1 and PARAM in schema["required"]
-    assert prop["description"].endswith("(id of a user)"), prop["description"]
+    said = prop["description"]
+    assert said.endswith("(id of a user, a row of table users; search_users finds it)"), said
 
 
 def _probes_use_an_id_of_the_seed_and_one_that_does_not_exist(world: World) -> None:

@@ -45,9 +45,10 @@ class FakeClock:
 
 
 class Server:
-    def __init__(self, world: World, idle_seconds: float = 3600.0) -> None:
+    def __init__(self, world: World, idle_seconds: float = 3600.0, **options: Any) -> None:
         self.clock = FakeClock()
-        self.app = create_app(world, TOKEN, idle_seconds=idle_seconds, clock=self.clock)
+        self.app = create_app(world, TOKEN, idle_seconds=idle_seconds, clock=self.clock,
+                              **{"free_idle_seconds": idle_seconds, **options})
         self.store = self.app.state.store
         self.sock = socket.create_server(("127.0.0.1", 0), backlog=2048)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -16,12 +16,11 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError
 
-from worldfactory.seeds import BRIEF_PREFIX, SeedError, expand_seed
+from worldfactory.seeds import BRIEF_ID_RE, BRIEF_PREFIX, SeedError, expand_seed
 from worldfactory.spec import NAME_PATTERN, DomainPack, Strict
 from worldfactory.templates import TemplateError, TemplateSet, _format_errors, load_model
 
-SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-BRIEF_ID_RE = re.compile(rf"^{BRIEF_PREFIX}\.(?P<slug>[a-z0-9][a-z0-9-]*)--v(?P<variant>\d{{3}})$")
+SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\r?\n(?P<head>.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 SUFFIXES = (".yaml", ".md")
 

@@ -46,6 +46,27 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
         ("error_text", pa.string()), ("result_sha256", pa.string()), ("latency_us", pa.float64()),
     ]),
+    # evaluation runs (worldfactory.evals.runs): one file per run in each world's partition
+    "runs": pa.schema([
+        ("run_id", pa.string()), ("name", pa.string()), ("policy", pa.string()), ("model", pa.string()),
+        ("base_url", pa.string()), ("k", pa.int32()), ("seed", pa.int64()), ("tasks", pa.int32()),
+        ("episodes", pa.int32()), ("passes", pa.int32()), ("code_version", pa.string()),
+    ]),
+    "run_rollouts": pa.schema([
+        ("run_id", pa.string()), ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()),
+        ("rollout", pa.int32()), ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()),
+        ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
+    ]),
+    "run_traces": pa.schema([
+        ("run_id", pa.string()), ("task_id", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
+        ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
+        ("error_text", pa.string()), ("result_sha256", pa.string()),
+    ]),
+    # the pass band of each policy: the build's reference policy (run_id '') and every evaluation run
+    "bands": pa.schema([
+        ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("run_id", pa.string()),
+        ("pass_rate", pa.float64()), ("passes", pa.int32()), ("rollouts", pa.int32()),
+    ]),
 }
 PER_POLICY = ("rollouts", "traces")  # one file per policy inside a world's folder
 TABLES = tuple(SCHEMAS)
@@ -119,16 +140,24 @@ def publish_world_rows(catalog_root: Path, bundle: Path, traces: list[dict[str, 
     for table, rows in (("rollouts", rollouts), ("traces", steps)):
         for policy in sorted({r["policy"] for r in rows}):
             write_policy_rows(catalog_root, table, wid, policy, [r for r in rows if r["policy"] == policy])
+    from worldfactory.evals.runs import BUILD_BAND, build_band_rows
+
+    label = ",".join(sorted({r["policy"] for r in rollouts}))  # the build's reference policy
+    write_policy_rows(catalog_root, "bands", wid, BUILD_BAND, build_band_rows(bundle, label))
 
 
 def rebuild_catalog(data_root: Path) -> list[str]:
-    """The worlds, tasks, rollouts and traces catalogs again, from the published bundles alone."""
+    """The worlds, tasks, rollouts, traces and bands catalogs again, from the published bundles alone, and
+    the evaluation runs' rows from their run folders (data/runs/)."""
     built = []
     for bundle in sorted((data_root / "worlds").glob("*/world.json")):
         for table in ("worlds", "tasks", "rollouts", "traces"):
             shutil.rmtree(data_root / "catalog" / table / f"world_id={bundle.parent.name}", ignore_errors=True)
         publish_world_rows(data_root / "catalog", bundle.parent)
         built.append(bundle.parent.name)
+    from worldfactory.evals.runs import rebuild_runs
+
+    rebuild_runs(data_root)  # and every evaluation run's rows, from its run folder
     return built
 
 
@@ -233,6 +262,20 @@ def refresh_database(data_root: Path) -> Path:
     return target
 
 
+# DuckDB installs and loads an extension it knows of (httpfs, ...) when a query names what it serves,
+# over the network: never here.
+NO_EXTENSION_INSTALLS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
+
+def confine_reads(con: Any, catalog_root: Path) -> None:
+    """After the views exist: the connection reads only the catalog's folder (no other file, no URL), and
+    its configuration is locked, so a query cannot widen it again."""
+    folder = str(catalog_root.resolve()).replace("'", "''")
+    con.execute(f"SET allowed_directories = ['{folder}/']")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
 def query(data_root: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Run read-only SQL over the catalog views: SELECT statements only."""
     import duckdb
@@ -247,9 +290,10 @@ def query(data_root: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
         if st.type != duckdb.StatementType.SELECT:
             raise CatalogError(f"only SELECT queries are allowed here (got {st.type.name}); "
                                f"the catalog is read-only")
-    con = duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:", config=NO_EXTENSION_INSTALLS)
     try:
         create_views(con, data_root / "catalog")
+        confine_reads(con, data_root / "catalog")
         try:
             cur = None
             for st in statements:

@@ -20,12 +20,22 @@ from worldfactory.data_root import data_root, resolve_world
 from worldfactory.parallel import default_jobs
 from worldfactory.ports import SERVE_PORT
 from worldfactory.run_size import WORLDS_PER_RUN
+from worldfactory.safe_text import printable
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
     from worldfactory.rollouts import RolloutConfig
 
-ERR = Console(stderr=True)
+
+
+class _ErrorConsole(Console):
+    """stderr, with the control characters of what is said (a model's or a pack's text) shown as escapes."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        super().print(*(printable(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+ERR = _ErrorConsole(stderr=True)
 
 
 def out_console() -> Console:
@@ -39,7 +49,7 @@ def cmd_check_pack(args: argparse.Namespace) -> int:
 
     lines = check_files([Path(f) for f in args.files], Path(args.templates) if args.templates else None)
     for line in lines:
-        print(line)
+        print(printable(line))
     if lines:
         sys.stdout.flush()  # the problems first, whole lines, when both streams go to one terminal or file
         print(f"{len(lines)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
@@ -423,10 +433,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from worldfactory import confine
 
     path = resolve_world(args.world, _root(args))
+    options = _serve_options(args) if args.transport == "http" else None
+    if args.transport == "http" and options is None:
+        return 2
     if os.environ.get(confine.ENV_INSIDE) == "1":
         confine.harden(preload=confine.SERVE_MODULES)
     elif confine.confined_here():
-        return _serve_confined(args, path)
+        return _serve_confined(args, path, options)
     from worldfactory.runtime.mcp_server import serve
     from worldfactory.runtime.world import World
 
@@ -439,15 +452,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from worldfactory.runtime.control import control_token
 
         token = control_token(lambda t: ERR.print(f"control plane token: {t}", markup=False, highlight=False))
-    if args.transport == "http" and args.listen_fd is None:
-        ERR.print(f"serving {world.world_id} over streamable HTTP at http://{args.host}:{args.port}/mcp "
-                  f"(control plane at /control, idle episodes expire after {args.idle_timeout:g} s)")
-    serve(world, args.transport, args.host, args.port, fd=args.listen_fd, token=token,
-          idle_seconds=args.idle_timeout)
+    if options is not None and args.listen_fd is None:
+        ERR.print(_serving_line(world.world_id, args.port, options), markup=False, highlight=False)
+    serve(world, args.transport, args.port, fd=args.listen_fd, token=token, options=options)
     return 0
 
 
-def _serve_confined(args: argparse.Namespace, path: Path) -> int:
+def _serve_options(args: argparse.Namespace) -> Any:
+    """The HTTP server's ServeOptions from the flags (the confined server gets them whole, as JSON)."""
+    from pydantic import ValidationError
+
+    from worldfactory.runtime.control import ENV_ALLOWED_HOSTS, ServeOptions
+
+    if args.serve_options is not None:
+        return ServeOptions.model_validate_json(args.serve_options)
+    hosts = args.allowed_host if args.allowed_host is not None else [
+        h for h in os.environ.get(ENV_ALLOWED_HOSTS, "").split(",") if h.strip()]
+    try:
+        return ServeOptions(host=args.host, idle_seconds=args.idle_timeout, free_idle_seconds=args.mcp_idle_timeout,
+                            max_sessions=args.max_sessions, max_free_sessions=args.max_free_sessions,
+                            max_connections=args.max_connections, allowed_hosts=tuple(hosts),
+                            allowed_origins=tuple(args.allowed_origin or ()), mcp_auth=args.mcp_auth)
+    except ValidationError as exc:
+        for err in exc.errors():
+            where = ".".join(str(x) for x in err["loc"])
+            ERR.print(f"error: serve: {(where + ': ') if where else ''}{err['msg'].removeprefix('Value error, ')}",
+                      markup=False, highlight=False, soft_wrap=True)
+        return None
+
+
+def _serving_line(name: str, port: int, options: Any) -> str:
+    return (f"serving {name} over streamable HTTP at http://{options.host}:{port}/mcp "
+            f"({'token required' if options.mcp_needs_token else 'open'}; control plane at /control; idle "
+            f"episodes expire after {options.idle_seconds:g} s, free-form /mcp sessions after "
+            f"{options.free_idle_seconds:g} s)")
+
+
+def _serve_confined(args: argparse.Namespace, path: Path, options: Any) -> int:
     import socket
 
     from worldfactory import confine
@@ -467,10 +508,9 @@ def _serve_confined(args: argparse.Namespace, path: Path) -> int:
     try:
         os.write(write_end, token.encode())
         os.close(write_end)
-        ERR.print(f"serving {path.name} over streamable HTTP at http://{args.host}:{args.port}/mcp "
-                  f"(control plane at /control, idle episodes expire after {args.idle_timeout:g} s)")
+        ERR.print(_serving_line(path.name, args.port, options), markup=False, highlight=False)
         argv += ["--host", args.host, "--port", str(args.port), "--listen-fd", str(sock.fileno()),
-                 "--token-fd", str(read_end), "--idle-timeout", repr(args.idle_timeout)]
+                 "--token-fd", str(read_end), "--serve-options", options.model_dump_json()]
         return confine.exec_confined(argv, pass_fds=(sock.fileno(), read_end), open_files=confine.SERVE_OPEN_FILES)
     finally:
         sock.close()
@@ -562,8 +602,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         bundles = sorted(p.parent for p in (root / "worlds").glob("*/world.json"))
         if not bundles:
             raise WorldError(f"no built worlds under {root / 'worlds'}; build some with `worldfactory build`")
+    if args.run:  # that run's band: its policy's curriculum, on the worlds it played
+        from worldfactory.cli_eval import run_bands
+
+        bundles, bands = run_bands(root, args.run, bundles if args.worlds else None)
     worlds = world_rows(bundles)  # tools.json and the pass band first: a bundle without them is named first
-    rows = export_rows(bundles, all_tasks=args.all_tasks)
+    rows = export_rows(bundles, all_tasks=args.all_tasks, bands=bands if args.run else None)
     try:
         import datasets
     except ImportError:
@@ -571,7 +615,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return 2
     datasets.disable_progress_bars()
     target = write_dataset(rows, Path(args.out), args.format, worlds=worlds, split_by=args.split_by,
-                           license=args.license)
+                           license=args.license, band_run=args.run)
     n_worlds = len({r["world_id"] for r in rows})
     print(f"wrote {len(rows)} task(s) of {n_worlds} world(s) to {target} ({args.format}; splits held out by "
           f"{args.split_by}; card {target / 'README.md'})")
@@ -610,11 +654,9 @@ def cmd_site(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    from worldfactory.briefs import BRIEF_ID_RE
-    from worldfactory.seeds import WORLD_ID_RE, SeedError
+    from worldfactory.seeds import SeedError, check_world_id
 
-    if not (WORLD_ID_RE.match(args.world_id) or BRIEF_ID_RE.match(args.world_id)):
-        raise SeedError(f"'{args.world_id}' is not a world ID (see `worldfactory seeds`)")
+    check_world_id(args.world_id)
     from worldfactory_dagster.pipelines.runner import delete_world, world_store  # Dagster: only once the ID is one
 
     root = _root(args)
@@ -864,8 +906,26 @@ def parser() -> argparse.ArgumentParser:
     _data_arg(sv)
     sv.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)  # the confined server's inherited socket
     sv.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)  # and its control token, through a pipe
+    sv.add_argument("--serve-options", help=argparse.SUPPRESS)  # the confined server's ServeOptions, as JSON
     sv.add_argument("--idle-timeout", type=float, default=24 * 3600.0, metavar="SECONDS",
-                    help="http: an episode nobody used for this long expires (24 hours)")
+                    help="http: a control-plane episode nobody used for this long expires (default 86400, 24 hours)")
+    sv.add_argument("--mcp-idle-timeout", type=float, default=600.0, metavar="SECONDS",
+                    help="http: a free-form /mcp session nobody used for this long expires (default 600)")
+    sv.add_argument("--max-sessions", type=int, metavar="N",
+                    help="http: episodes held at once, free-form and control-plane together; past it a new one "
+                         "gets 503 with Retry-After (default: what fits half the memory limit, at most 4096)")
+    sv.add_argument("--max-free-sessions", type=int, metavar="N",
+                    help="http: of those, free-form /mcp sessions (default: half of --max-sessions)")
+    sv.add_argument("--max-connections", type=int, default=2048, metavar="N",
+                    help="http: open connections at once; past it a request gets 503 (default 2048)")
+    sv.add_argument("--allowed-host", action="append", metavar="NAME",
+                    help="http: a host name clients reach the server by (repeatable; loopback names always work). "
+                         "Required off loopback; default $WORLDFACTORY_ALLOWED_HOSTS (comma-separated); '*': any")
+    sv.add_argument("--allowed-origin", action="append", metavar="ORIGIN",
+                    help="http: a web origin (scheme://host[:port]) whose pages may call the server (repeatable); "
+                         "requests with any other Origin get 403, requests with none (every non-browser client) pass")
+    sv.add_argument("--mcp-auth", choices=["token", "open"],
+                    help="http: whether /mcp needs the control token too (default: open on loopback, token off it)")
     _sandbox_args(sv)
     sv.set_defaults(fn=cmd_serve)
 
@@ -899,6 +959,7 @@ def parser() -> argparse.ArgumentParser:
                     help="hold out whole worlds (default) or whole domains in validation and test")
     ex.add_argument("--license", default="other", help="the license the card declares (a Hub license id)")
     ex.add_argument("--all-tasks", action="store_true", help="every task the world serves, not only the curated ones")
+    ex.add_argument("--run", help="an evaluation run's band (`worldfactory eval list`) instead of the build's")
     ex.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     ex.set_defaults(fn=cmd_export)
 
@@ -925,6 +986,9 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=3000)
     u.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     u.set_defaults(fn=cmd_ui)
+    from worldfactory.cli_eval import add_parser as add_eval_parser
+
+    add_eval_parser(sub)
     return p
 
 

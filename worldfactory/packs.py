@@ -24,6 +24,8 @@ from typing import Annotated, Any
 from pydantic import Tag, TypeAdapter
 
 from worldfactory.expressions import is_expression, references
+from worldfactory.fill import fill
+from worldfactory.packsql import refusal
 from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, Param, TableDef, Transition
 
 ANCHOR = "$anchor"
@@ -68,7 +70,7 @@ def _enum_values(rep: Report, loc: str, table: str, columns: dict[str, Any], wan
     """Column -> values pairs (`when`, `per_parent.where`): each column must exist, each value be in its enum."""
     for key, values in wanted.items():
         if key not in columns:
-            rep.add(f"{loc}.{key}", missing.format(key=key))
+            rep.add(f"{loc}.{key}", fill(missing, key=key))
         elif columns[key].enum:
             for v in values:
                 if v not in columns[key].enum:
@@ -132,7 +134,8 @@ def _literal_problem(c: ColumnDef, v: Any) -> str | None:
 
 
 def _check_sql(rep: Report, tables: dict[str, TableDef], anchor: str | None, items: list[tuple[str, str]]) -> None:
-    """Compile each statement (EXPLAIN runs nothing) against the tables this file can reach."""
+    """Compile each statement (EXPLAIN runs nothing) against the tables this file can reach, then hold it
+    to what pack SQL may do (worldfactory.packsql: the authorizer refuses ATTACH, PRAGMA, VACUUM INTO, ...)."""
     if not items:
         return
     conn = sqlite3.connect(":memory:")
@@ -146,6 +149,10 @@ def _check_sql(rep: Report, tables: dict[str, TableDef], anchor: str | None, ite
                 conn.execute("EXPLAIN " + text)
             except sqlite3.Error as exc:
                 rep.add(loc, f"SQL does not compile against the pack's tables: {exc}")
+                continue
+            why = refusal(conn, text, "derive" if loc.startswith("derive") else "invariant")
+            if why:
+                rep.add(loc, why)
     finally:
         conn.close()
 

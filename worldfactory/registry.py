@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 from worldfactory.briefs import brief_world_ids
-from worldfactory.seeds import seed_types
+from worldfactory.seeds import check_world_id, seed_types
 from worldfactory.spec import Strict
 from worldfactory.templates import REGISTRY_FILE, TemplateError, TemplateSet, load_model
 
@@ -60,6 +60,7 @@ def _write_deleted(data_root: Path, ids: set[str]) -> None:
 
 
 def mark_deleted(data_root: Path, world_id: str) -> None:
+    check_world_id(world_id)
     _write_deleted(data_root, deleted_worlds(data_root) | {world_id})
 
 

@@ -46,6 +46,7 @@ class RolloutConfig(BaseModel):
     price_in_per_mtok: float = 0.0
     price_out_per_mtok: float = 0.0
     request_retries: int = Field(default=2, ge=0, le=10)
+    seed: int = Field(default=0, ge=0)  # 0: the build's episode seeds; another value draws other episodes
 
     @property
     def label(self) -> str:
@@ -74,13 +75,14 @@ class Rollout(BaseModel):
     cost_usd: float = 0.0
     seconds: float = 0.0
     trace: list[Step] = Field(default_factory=list)
+    answer: Any = None  # what the policy answered: evaluation runs keep it, bundles and catalogs do not
 
 
 def _rollout(world: World, task_id: str, i: int, result: EpisodeResult, label: str) -> Rollout:
     return Rollout(world_id=world.world_id, task_id=task_id, family=world.tasks[task_id].family, policy=label,
                    rollout=i, seed=result.seed, reward=result.verdict.reward, steps=result.steps,
                    prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-                   cost_usd=result.cost_usd, seconds=result.seconds, trace=result.trace)
+                   cost_usd=result.cost_usd, seconds=result.seconds, trace=result.trace, answer=result.answer)
 
 
 async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,
@@ -98,7 +100,7 @@ async def run_rollouts_async(world: World, cfg: RolloutConfig, task_ids: list[st
     runs: dict[str, dict[str, EpisodeResult]] = {}  # each task's distinct noisy episodes, run on its first rollout
 
     async def one(tid: str, i: int) -> Rollout:
-        seed = episode_seed(world, tid, i)
+        seed = episode_seed(world, tid, i, cfg.seed)
         async with gate:
             if agent is not None:
                 result = await agent.run(tid, seed)
@@ -129,7 +131,7 @@ def _noisy_episode(world: World, task_id: str, seed: int, cfg: RolloutConfig,
     started = time.perf_counter()
     done = runs.get(task_id)
     if done is None:
-        seeds = [episode_seed(world, task_id, i) for i in range(cfg.k)]
+        seeds = [episode_seed(world, task_id, i, cfg.seed) for i in range(cfg.k)]
         done = runs[task_id] = noisy_task(world, world.tasks[task_id], seeds, cfg)
     return done[seed].model_copy(update={"seed": seed, "seconds": round(time.perf_counter() - started, 6)})
 
@@ -229,7 +231,7 @@ def curate(rates: dict[str, tuple[int, int]], families: dict[str, str]) -> list[
 
 
 def rollout_rows(rollouts: list[Rollout]) -> list[dict[str, Any]]:
-    return [r.model_dump(exclude={"trace", "world_id"}) for r in rollouts]
+    return [r.model_dump(exclude={"trace", "world_id", "answer"}) for r in rollouts]
 
 
 def dumps_sorted(value: Any) -> str:
@@ -275,7 +277,7 @@ def traces_file(rollouts: list[Rollout]) -> bytes:
 
 def _rollout_line(r: Rollout, trace: orjson.Fragment | None) -> str:
     """One line of the traces file: dumps_sorted of the rollout with its steps, the steps already as JSON."""
-    row = r.model_dump(exclude={"trace", "world_id", TIMING["rollouts"]})
+    row = r.model_dump(exclude={"trace", "world_id", "answer", TIMING["rollouts"]})
     if trace is not None:
         try:
             return orjson.dumps({**row, "trace": trace}, option=orjson.OPT_SORT_KEYS).decode()

@@ -17,13 +17,36 @@ from worldfactory import GENERATOR_VERSION
 from worldfactory.spec import Brief, CompanyType, DomainPack
 from worldfactory.templates import TemplateSet
 
-WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})$")
+# World IDs: \Z, not $ (which also matches before a final newline: "x--v001\n" was accepted, then broke
+# every path and catalog partition that named it). world_id_problem is the one check of the form.
+WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})\Z")
 EPOCH = date(2026, 1, 1)
 BRIEF_PREFIX = "brief"
+BRIEF_ID_RE = re.compile(rf"^{BRIEF_PREFIX}\.(?P<slug>[a-z0-9][a-z0-9-]*)--v(?P<variant>\d{{3}})\Z")
 
 
 class SeedError(ValueError):
     """A world ID or seed type that the catalog does not know."""
+
+
+def world_id_problem(world_id: object) -> str:
+    """Why this is not a world ID in form (catalog or brief), or ''. Shown with ascii(), so a newline, a
+    control character or a terminal escape in it is seen and not run."""
+    if isinstance(world_id, str) and len(world_id) <= 200 and (WORLD_ID_RE.match(world_id)
+                                                                 or BRIEF_ID_RE.match(world_id)):
+        return ""
+    shown = ascii(world_id)[:120]
+    return (f"{shown} is not a world ID; expected <domain>.<company type>--v<NNN> (e.g. "
+            f"insurance-claims.regional--v001) or {BRIEF_PREFIX}.<slug>--v<NNN>: lowercase letters, digits "
+            f"and '-', no spaces or control characters (see `worldfactory seeds`)")
+
+
+def check_world_id(world_id: str) -> str:
+    """The world ID, or SeedError saying why it is not one (every entry point that takes an ID calls this)."""
+    why = world_id_problem(world_id)
+    if why:
+        raise SeedError(why)
+    return world_id
 
 
 @dataclass(frozen=True)
@@ -42,12 +65,10 @@ class WorldId:
 
 def parse_world_id(world_id: str, templates: TemplateSet) -> WorldId:
     """Parse and check a world ID against the templates; errors say what would be valid."""
-    m = WORLD_ID_RE.match(world_id)
+    m = WORLD_ID_RE.match(check_world_id(world_id))
     if not m:
-        raise SeedError(
-            f"'{world_id}' is not a world ID; expected <domain>.<company type>--v<NNN>, "
-            f"e.g. insurance-claims.regional--v001 (see `worldfactory seeds`)"
-        )
+        raise SeedError(f"'{world_id}' is not a catalog world ID; expected <domain>.<company type>--v<NNN>, "
+                        f"e.g. insurance-claims.regional--v001 (see `worldfactory seeds`)")
     wid = WorldId(m["domain"], m["company"], int(m["variant"]))
     if wid.domain not in templates.domains:
         raise SeedError(f"'{world_id}': unknown domain '{wid.domain}'; known: {', '.join(sorted(templates.domains))}")
@@ -103,6 +124,7 @@ def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None 
     """A world ID of either kind: a catalog seed, or `brief.<file stem>--v<NNN>` from a brief file.
 
     A free-text brief (`<slug>.md`) has no domain pack of its own: `pack` is the one drafted for it."""
+    check_world_id(world_id)
     if world_id.startswith(f"{BRIEF_PREFIX}."):
         from worldfactory.briefs import (
             brief_path,

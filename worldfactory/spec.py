@@ -10,6 +10,7 @@ import re
 import string
 from typing import Annotated, Any, Literal
 
+from annotated_types import MaxLen
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -18,21 +19,55 @@ from pydantic import (
     PlainSerializer,
     SerializerFunctionWrapHandler,
     Tag,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     WrapValidator,
+    field_validator,
     model_serializer,
     model_validator,
 )
+
+from worldfactory.fill import code_problem
 
 ColumnType = Literal["integer", "number", "money", "text", "date", "boolean"]
 CompareOp = Literal["<=", "<", ">=", ">", "==", "!="]
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 
 
+MAX_ITEMS = 1000  # items of one list or mapping in a pack (hand-written packs use at most 80)
+MAX_TEXT = 4000  # characters of one string in a pack (hand-written packs use at most about 400)
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """The raw value, or a ValueError naming the bound it is past: strings, lists and mappings, and the
+    lists and strings inside them. Mappings inside a list or mapping are left to their own model, so the
+    message names the innermost field (tables[0].columns[5].enum, not tables)."""
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        raise ValueError(f"a text of {len(value)} characters; at most {MAX_TEXT}")
+    if isinstance(value, (list, tuple, dict)):
+        if len(value) > MAX_ITEMS:
+            raise ValueError(f"{len(value)} items; at most {MAX_ITEMS}")
+        if depth > 8:
+            raise ValueError("nested more than 8 levels deep")
+        for item in (value.values() if isinstance(value, dict) else value):
+            if not isinstance(item, dict):
+                _bounded(item, depth + 1)
+    return value
+
+
 class Strict(BaseModel):
-    """Base for template models: unknown keys are errors, so typos fail loudly."""
+    """Base for template models: unknown keys are errors, so typos fail loudly; lists and strings are
+    bounded (MAX_ITEMS, MAX_TEXT) before anything else reads them, so a pack cannot ask for unbounded work."""
 
     model_config = ConfigDict(extra="forbid", frozen=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, str) and field is not None and any(isinstance(m, MaxLen) for m in field.metadata):
+            return value  # a field with its own max_length (a brief's description) keeps it
+        return _bounded(value)
 
 
 # --- column generators (see worldfactory/generate/data.py) ------------------------------------
@@ -85,10 +120,9 @@ class CodeGen(Strict):
 
     @model_validator(mode="after")
     def _format(self) -> CodeGen:
-        try:
-            self.code.format(n=1)
-        except (KeyError, IndexError, ValueError, AttributeError, TypeError) as exc:  # e.g. {n.__class__.x}
-            raise ValueError(f"code must be a format with only {{n}} in it, e.g. 'CLM-{{n:06d}}': {exc}") from None
+        problem = code_problem(self.code)  # e.g. {n.__class__.x} or {n:>50000000}
+        if problem:
+            raise ValueError(problem)
         return self
 
 
@@ -275,6 +309,21 @@ class ColumnDef(Strict):
     gen: Generator | None = None  # checked against the generator kinds; kept as written
     when: dict[str, list[str]] | None = None  # generate only when these columns hold these values
     label: str | None = None  # how a person says this column's name
+    description: str = ""  # what a tool parameter for this column means, when its name does not say it
+    # "contact_id.email": a create call that gives contact_id gets this column from that record (a value
+    # given with it must be the same); without contact_id the value is the caller's
+    fills_from: str | None = None
+    ref_states: list[str] | None = None  # a create or update may point it only at records in these states
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the newer optional keys out while unset, so columns that do not use them keep their bytes."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key, unset in (("description", ""), ("fills_from", None), ("ref_states", None)):
+                if data.get(key, unset) == unset:
+                    data.pop(key, None)
+        return data
 
     @property
     def human(self) -> str:

@@ -93,14 +93,18 @@ def _read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
     return rows
 
 
-def bundle_rows(bundle: Path, all_tasks: bool = False) -> list[TaskRow]:
-    """One world's rows: its curated tasks (or, with all_tasks, every task it serves)."""
+def bundle_rows(bundle: Path, all_tasks: bool = False,
+                bands: dict[str, dict[str, float]] | None = None) -> list[TaskRow]:
+    """One world's rows: its curated tasks (or, with all_tasks, every task it serves). `bands`: world id ->
+    another policy's pass band (task id -> pass rate, an evaluation run's) in place of the build's."""
     manifest = _read_json(bundle / "world.json")
+    band = None if bands is None else bands.get(manifest["world_id"], {})
     served = _read_json(bundle / "verifiers.json").get("tasks", {})
     tasks = {t["task_id"]: t for t in _read_jsonl(bundle / "tasks.jsonl", ("task_id", "family", "instruction",
                                                                           "oracle"))}
-    curated = {}
-    for n, row in enumerate(_read_jsonl(bundle / "curated_tasks.jsonl", ("task_id", "pass_rate")), 1):
+    curated = dict(band) if band is not None else {}
+    build_band = _read_jsonl(bundle / "curated_tasks.jsonl", ("task_id", "pass_rate")) if band is None else []
+    for n, row in enumerate(build_band, 1):
         if row["task_id"] not in tasks or row["task_id"] not in served:
             raise ExportError(f"{bundle / 'curated_tasks.jsonl'}:{n}: field 'task_id': '{row['task_id']}' is not a "
                               f"task this world serves (tasks.jsonl, verifiers.json)")
@@ -156,9 +160,10 @@ def split_rows(rows: list[dict[str, Any]], by: str = "world") -> dict[str, list[
     return {name: part for name, part in parts.items() if part or name == "train"}
 
 
-def export_rows(bundles: list[Path], all_tasks: bool = False) -> list[dict[str, Any]]:
-    """The rows of every bundle, sorted by (world_id, task_id)."""
-    rows = [r.model_dump() for b in bundles for r in bundle_rows(b, all_tasks)]
+def export_rows(bundles: list[Path], all_tasks: bool = False,
+                bands: dict[str, dict[str, float]] | None = None) -> list[dict[str, Any]]:
+    """The rows of every bundle, sorted by (world_id, task_id); `bands`: world id -> another policy's band."""
+    rows = [r.model_dump() for b in bundles for r in bundle_rows(b, all_tasks, bands)]
     return sorted(rows, key=lambda r: (r["world_id"], r["task_id"]))
 
 
@@ -190,7 +195,7 @@ def tools_dataset(worlds: list[dict[str, Any]]) -> Any:
 
 def write_dataset(rows: list[dict[str, Any]], out: Path, fmt: Literal["disk", "parquet"] = "disk",
                   worlds: list[dict[str, Any]] | None = None, split_by: str = "world",
-                  license: str = "other") -> Path:
+                  license: str = "other", band_run: str | None = None) -> Path:
     """Write the dataset folder: the card (out/README.md), the task splits and the tools table.
 
     `disk`: out/tasks (`datasets.load_from_disk`: a DatasetDict of the splits) and out/tools.
@@ -215,16 +220,19 @@ def write_dataset(rows: list[dict[str, Any]], out: Path, fmt: Literal["disk", "p
     else:
         tasks.save_to_disk(str(out / "tasks"))
         tools.save_to_disk(str(out / "tools"))
-    (out / CARD).write_text(dataset_card(splits, worlds, split_by, license, fmt))
+    (out / CARD).write_text(dataset_card(splits, worlds, split_by, license, fmt, band_run))
     return out
 
 
 def dataset_card(splits: dict[str, list[dict[str, Any]]], worlds: list[dict[str, Any]], split_by: str,
-                 license: str, fmt: str) -> str:
+                 license: str, fmt: str, band_run: str | None = None) -> str:
     """The dataset card: YAML metadata the Hub reads (license, configs), then what the rows are and how
     they were made. Only facts of the export: no dates, so the same worlds give the same card."""
     policies = sorted({(w["pass_band_policy"], w["pass_band_k"]) for w in worlds})
     band = "; ".join(f"policy `{p}`, {k} rollouts per task" for p, k in policies) or "no worlds"
+    if band_run is not None:  # `export --run`: an evaluation run's band, not the builds'
+        band = (f"the pass rates of evaluation run `{band_run}` (`worldfactory eval list`), in place of the "
+                f"builds' ({band})")
     n_tasks = sum(len(v) for v in splits.values())
     if fmt == "parquet":
         configs = ["configs:", "- config_name: tasks", "  default: true", "  data_files:",

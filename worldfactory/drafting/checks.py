@@ -1,12 +1,10 @@
 """What a model's pack must pass beyond the pack language's own validation: its strings stay data.
 
-A hand-written pack is trusted text; a drafted one is not. Its SQL (invariants, derive) runs in the
-seed stage, so it must be one statement that only reads the world's tables (invariants) or only
-changes their rows (derive): SQLite's authorizer sees every table, column and function a statement
-touches while it is compiled, and anything else (ATTACH, PRAGMA, VACUUM INTO, DDL, recursion) is
-refused. Its format strings (`code`, `template`, `verb`) may only name plain fields with a short
-width: no attribute or index lookups, no million-character padding. Its sizes are bounded, so a
-draft cannot ask for a world that takes hours to build. Every problem is one line
+Its SQL (invariants, derive) is held to what every pack's is (worldfactory.packsql: one statement
+that only reads the world's tables, or only changes their rows, checked by SQLite's authorizer).
+Its format strings (`code`, `template`, `verb`) may only name plain fields with a short width: no
+attribute or index lookups, no million-character padding. Its sizes are bounded, so a draft cannot
+ask for a world that takes hours to build. Every problem is one line
 `pack.json: field '<path>': <what is wrong>`, as the pack checks write them.
 """
 
@@ -18,6 +16,7 @@ import string
 from typing import Any
 
 from worldfactory.briefs import SLUG_RE
+from worldfactory.packsql import refusal
 from worldfactory.spec import DomainPack, TableDef
 
 PACK_FILE = "pack.json"  # how a drafted pack is named in messages (and in the work folder)
@@ -29,38 +28,8 @@ MAX_STRING = 2000
 FORMAT_KEYS = ("code", "template", "verb")
 FIELD_RE = re.compile(r"^[a-z_][a-z0-9_]*$", re.I)
 SPEC_RE = re.compile(r"^0?\d{0,2}d?$")  # e.g. 06d, 4, d, or nothing
-READ = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
-WRITE = READ | {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
-BANNED_FUNCTIONS = {"load_extension", "randomblob", "zeroblob", "sqlite_compileoption_get", "readfile",
-                    "writefile", "fts3_tokenizer"}
-
-
 def _line(loc: str, msg: str) -> str:
     return f"{PACK_FILE}: field '{loc}': {msg}"
-
-
-def _sql_problem(conn: sqlite3.Connection, sql: str, allowed: set[int], must: set[int]) -> str:
-    """Why this statement may not run on a world's seed, or ''. Compiled (EXPLAIN), never executed."""
-    seen: list[tuple[int, str | None, str | None, str | None]] = []
-
-    def auth(action: int, a1: str | None, a2: str | None, db: str | None, _trigger: str | None) -> int:
-        seen.append((action, a1, a2, db))
-        if action not in allowed or (db not in (None, "main")):
-            return sqlite3.SQLITE_DENY
-        if action == sqlite3.SQLITE_FUNCTION and (a2 or "").lower() in BANNED_FUNCTIONS:
-            return sqlite3.SQLITE_DENY
-        return sqlite3.SQLITE_OK
-
-    conn.set_authorizer(auth)
-    try:
-        conn.execute("EXPLAIN " + sql)
-    except sqlite3.Error as exc:
-        return f"not allowed in a drafted pack ({exc}); use one plain statement on the pack's tables"
-    finally:
-        conn.set_authorizer(None)
-    if not any(a in must for a, *_ in seen):
-        return "not allowed in a drafted pack: it must be one plain statement on the pack's tables"
-    return ""
 
 
 def _check_sql(pack: DomainPack, reachable: dict[str, TableDef], lines: list[str]) -> None:
@@ -70,14 +39,13 @@ def _check_sql(pack: DomainPack, reachable: dict[str, TableDef], lines: list[str
             cols = ", ".join(["id INTEGER PRIMARY KEY", *(f'"{c.name}"' for c in t.columns)])
             conn.execute(f'CREATE TABLE "{t.name}" ({cols})')
         for i, inv in enumerate(pack.invariants):
-            why = _sql_problem(conn, inv.sql, READ, {sqlite3.SQLITE_SELECT})
+            why = refusal(conn, inv.sql, "invariant")
             if why:
-                lines.append(_line(f"invariants[{i}].sql", f"{why} (an invariant is one SELECT returning a count)"))
+                lines.append(_line(f"invariants[{i}].sql", why))
         for i, stmt in enumerate(pack.derive):
-            why = _sql_problem(conn, stmt, WRITE, {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE,
-                                                   sqlite3.SQLITE_DELETE})
+            why = refusal(conn, stmt, "derive")
             if why:
-                lines.append(_line(f"derive[{i}]", f"{why} (derive is one UPDATE, INSERT or DELETE)"))
+                lines.append(_line(f"derive[{i}]", why))
     finally:
         conn.close()
 
@@ -117,8 +85,41 @@ def _check_strings(node: Any, loc: str, lines: list[str]) -> None:
             _check_strings(item, f"{loc}[{i}]", lines)
 
 
+def _check_row_products(pack: DomainPack, reachable: dict[str, TableDef], scale: float, lines: list[str]) -> None:
+    """The rows each table can get, as products down per_parent chains at the brief's scale, held to the
+    bounds the seed stage holds every world to (worldfactory.generate.data): said now, so the model can
+    lower them, rather than by a failed build."""
+    from worldfactory.generate.data import MAX_TABLE_ROWS, MAX_WORLD_ROWS, table_rows
+
+    most: dict[str, int] = {}
+
+    def rows(t: TableDef, depth: int = 0) -> int:
+        if t.name not in most:
+            pp = t.per_parent
+            parent = reachable.get(pack.anchor if pp is not None and pp.table == "$anchor" else
+                                   pp.table if pp is not None else "")
+            if pp is None or parent is None or depth > len(reachable):
+                most[t.name] = table_rows(t, scale) if pp is None else 0
+            else:
+                most[t.name] = rows(parent, depth + 1) * pp.count[1]
+        return most[t.name]
+
+    for i, t in enumerate(pack.tables):
+        n = rows(t)
+        if n > MAX_TABLE_ROWS:
+            field = "per_parent.count" if t.per_parent is not None else "rows"
+            lines.append(_line(f"tables[{i}:{t.name}].{field}", f"gives up to {n:,} rows at scale {scale:g} "
+                                                               f"(per_parent counts multiply down the chain); a "
+                                                               f"table has at most {MAX_TABLE_ROWS:,}"))
+    total = sum(rows(t) for t in reachable.values())
+    if total > MAX_WORLD_ROWS:
+        lines.append(_line("tables", f"the tables can get up to {total:,} rows together at scale {scale:g}; a "
+                                     f"world has at most {MAX_WORLD_ROWS:,}: lower rows or per_parent counts"))
+
+
 def check_drafted(pack: DomainPack, data: dict[str, Any], reachable: dict[str, TableDef],
-                  taken: set[str], required_rules: dict[str, float], module_rules: set[str]) -> list[str]:
+                  taken: set[str], required_rules: dict[str, float], module_rules: set[str],
+                  scale: float = 1.0) -> list[str]:
     """The extra checks of a model's pack (see the module docstring); [] when it passes."""
     lines: list[str] = []
     if not SLUG_RE.match(pack.name):
@@ -143,4 +144,5 @@ def check_drafted(pack: DomainPack, data: dict[str, Any], reachable: dict[str, T
     _check_strings(data, "", lines)
     _check_formats(data, "", lines)
     _check_sql(pack, reachable, lines)
+    _check_row_products(pack, reachable, scale, lines)
     return lines

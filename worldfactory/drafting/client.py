@@ -64,7 +64,7 @@ class ChatClient:
         prompt = out.usage.prompt_tokens if out.usage is not None else 0
         completion = out.usage.completion_tokens if out.usage is not None else 0
         content = out.choices[0].message.content if out.choices else None
-        reply = CachedReply(content=content or "", prompt_tokens=prompt, completion_tokens=completion,
+        reply = CachedReply(content=as_text(content or ""), prompt_tokens=prompt, completion_tokens=completion,
                             cost_usd=self.cfg.cost_usd(prompt, completion))
         self.cache.put(key, body, reply)
         return Reply(key, reply, False, seconds)
@@ -72,3 +72,13 @@ class ChatClient:
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def as_text(content: str) -> str:
+    """The reply as text that UTF-8 can hold: a lone surrogate (which a JSON reply can carry as \\ud800)
+    becomes its escape, so the cache and the record can write it and the pack check names it to the model."""
+    try:
+        content.encode("utf-8")
+        return content
+    except UnicodeEncodeError:
+        return content.encode("utf-8", "backslashreplace").decode("utf-8")

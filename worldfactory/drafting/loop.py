@@ -16,6 +16,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -60,8 +61,17 @@ def validate_reply(content: str, brief: TextBrief, templates: TemplateSet) -> Do
     except json.JSONDecodeError as exc:
         return failed(f"{PACK_FILE}: the reply is not one JSON object ({exc.msg} at line {exc.lineno} column "
                       f"{exc.colno})")
+    except RecursionError:
+        return failed(f"{PACK_FILE}: the reply nests lists or objects too deeply to read; a pack is a few levels "
+                      f"deep (tables, columns, generators)")
     if not isinstance(data, dict):
         return failed(f"{PACK_FILE}: the reply is a JSON {type(data).__name__}, not one JSON object (the pack)")
+    try:
+        odd = unreadable_text(data, "")
+    except RecursionError:
+        odd = f"{PACK_FILE}: the reply nests lists or objects too deeply to read"
+    if odd:
+        return failed(odd)
     try:
         pack = DomainPack.model_validate(data)
     except ValidationError as exc:
@@ -72,13 +82,39 @@ def validate_reply(content: str, brief: TextBrief, templates: TemplateSet) -> Do
         lines = check_domain(Path(PACK_FILE), pack, templates.modules)
     except Exception as exc:  # noqa: BLE001 - a pack the checks cannot read goes back to the model
         lines = [f"{PACK_FILE}: cannot be checked: {type(exc).__name__}: {exc}"]
-    if lines:
-        return failed("\n".join(lines))
     composed = [m for m in [*pack.modules, *pack.optional_modules] if m in templates.modules]
     reachable = {t.name: t for m in composed for t in templates.modules[m].tables} | {t.name: t for t in pack.tables}
     module_rules = {r.name for m in composed for r in templates.modules[m].rules}
-    lines = check_drafted(pack, data, reachable, set(templates.domains), brief.rules, module_rules)
+    try:  # every problem at once: a model that hears one at a time spends a round on each
+        kind = templates.company_types.get(brief.company_type or templates.catalog.company_types[0])
+        lines += check_drafted(pack, data, reachable, set(templates.domains), brief.rules, module_rules,
+                               scale=kind.scale if kind is not None else 1.0)
+    except Exception as exc:  # noqa: BLE001 - the pack checks' lines already say why, when there are any
+        if not lines:
+            lines = [f"{PACK_FILE}: cannot be checked: {type(exc).__name__}: {exc}"]
+    lines = list(dict.fromkeys(lines))  # the pack checks and the drafted checks both hold SQL to packsql
     return failed("\n".join(lines)) if lines else pack
+
+
+def unreadable_text(node: Any, loc: str) -> str:
+    """Why a parsed reply cannot be kept as text (a lone surrogate such as \\ud800 has no UTF-8), or ''."""
+    if isinstance(node, str):
+        try:
+            node.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return (f"{PACK_FILE}: field '{loc or '(top)'}': a lone surrogate ({node[exc.start]!a}) is not text; "
+                    f"write the character itself or leave it out")
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            why = unreadable_text(key, loc) or unreadable_text(value, f"{loc}.{key}" if loc else str(key))
+            if why:
+                return why
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            why = unreadable_text(item, f"{loc}[{i}]")
+            if why:
+                return why
+    return ""
 
 
 class _Quiet:

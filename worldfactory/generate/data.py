@@ -13,6 +13,8 @@ import sqlite3
 from datetime import date, timedelta
 from typing import Any
 
+from worldfactory import packsql
+from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import ColumnDef, TableDef, Vocabulary, WorldSpec
@@ -21,6 +23,10 @@ from worldfactory.templates import TemplateError
 EMAIL_DOMAINS = ["mail.example", "inbox.example", "post.example", "letters.example"]
 UNIQUE_TRIES = 200
 UNSCALED_BELOW = 10  # tiny reference tables (roles, departments) keep their declared size
+# Bounds on the rows a world can get, counted before any row is made: the catalog's 2,000 worlds reach at
+# most 4,764 in one table and 13,670 in all (products down per_parent chains, at their scale).
+MAX_TABLE_ROWS = 25_000
+MAX_WORLD_ROWS = 60_000
 
 
 class SeedDataError(ValueError):
@@ -113,7 +119,7 @@ class _Gen:
             items = getattr(self.spec.brief, arg)
             return items[(n - 1) % len(items)]
         if kind == "code":
-            return arg.format(n=n)
+            return numbered(arg, n)
         if kind == "bool":
             return 1 if r.random() < arg else 0
         if kind == "const":
@@ -210,8 +216,47 @@ def _rule_rows(spec: WorldSpec) -> list[dict[str, Any]]:
     ]
 
 
+def table_rows(table: TableDef, scale: float) -> int:
+    """How many rows a table without a parent gets at this scale."""
+    declared = table.rows or 0
+    return declared if declared < UNSCALED_BELOW else max(1, round(declared * scale))
+
+
+def row_bound_problems(spec: WorldSpec) -> list[str]:
+    """The most rows each table can get, as products down per_parent chains (a child gets up to
+    count[1] rows for every parent row, whatever its `where`); a table past MAX_TABLE_ROWS or a world
+    past MAX_WORLD_ROWS is refused before any row is made, naming the table's field and the bound."""
+    most: dict[str, int] = {}
+    problems: list[str] = []
+    for table in spec.tables:
+        if table.fill == "rules":
+            most[table.name] = len(spec.rules)
+        elif table.per_parent is not None:
+            pp = table.per_parent
+            most[table.name] = most.get(pp.table, 0) * pp.count[1]
+            if most[table.name] > MAX_TABLE_ROWS:
+                problems.append(f"table '{table.name}': field 'per_parent.count' {list(pp.count)} gives up to "
+                                f"{most[table.name]:,} rows ({most.get(pp.table, 0):,} '{pp.table}' rows times "
+                                f"{pp.count[1]}); a table has at most {MAX_TABLE_ROWS:,}")
+        else:
+            most[table.name] = table_rows(table, spec.brief.scale)
+            if most[table.name] > MAX_TABLE_ROWS:
+                problems.append(f"table '{table.name}': field 'rows' {table.rows:,} at scale {spec.brief.scale} "
+                                f"gives {most[table.name]:,} rows; a table has at most {MAX_TABLE_ROWS:,}")
+    total = sum(most.values())
+    if total > MAX_WORLD_ROWS:
+        big = ", ".join(f"{n} {c:,}" for n, c in sorted(most.items(), key=lambda kv: -kv[1])[:3])
+        problems.append(f"the tables can get up to {total:,} rows together (largest: {big}); a world has at "
+                        f"most {MAX_WORLD_ROWS:,}: lower 'rows' or 'per_parent.count'")
+    return problems
+
+
 def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str, Any]]]:
     """Every table's rows, in foreign-key order, from the generation seed."""
+    problems = row_bound_problems(spec)
+    if problems:
+        raise TemplateError(f"domain pack '{spec.brief.domain}' (domains/{spec.brief.domain}.yaml or a module it "
+                            f"composes): " + "; ".join(problems))
     gen = _Gen(spec, vocab, stage_rng(spec.brief.generation_seed, "data"))
     out: dict[str, list[dict[str, Any]]] = {}
     for table in spec.tables:
@@ -226,8 +271,7 @@ def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str
                 for _ in range(gen.rng.randint(*pp.count)):
                     rows.append(_make_row(gen, table, len(rows) + 1, parent, unique_seen))
         else:
-            declared = table.rows or 0
-            count = declared if declared < UNSCALED_BELOW else max(1, round(declared * spec.brief.scale))
+            count = table_rows(table, spec.brief.scale)
             rows = [_make_row(gen, table, n, None, unique_seen) for n in range(1, count + 1)]
         out[table.name] = rows
         gen.ids[table.name] = [r["id"] for r in rows]
@@ -249,8 +293,8 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
                 conn.executemany(sql, [[r[c] for c in cols] for r in rows[table.name]])
             except sqlite3.IntegrityError as exc:
                 raise SeedDataError(f"table '{table.name}': generated rows break a constraint: {exc}") from exc
-        for stmt in spec.derive:
-            conn.execute(stmt)
+        for i, stmt in enumerate(spec.derive):
+            packsql.run(conn, stmt, "derive", f"domains/{spec.brief.domain}.yaml: field 'derive[{i}]'")
         conn.execute("COMMIT")
         conn.execute("VACUUM")
         return conn.serialize()
@@ -270,6 +314,12 @@ def open_image(image: bytes) -> sqlite3.Connection:
     conn.deserialize(image)
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def invariant_field(spec: WorldSpec, name: str) -> str:
+    """Where an invariant of the spec comes from, for messages: its pack (the domain or a module) and name."""
+    return (f"invariant '{name}' (field 'invariants[].sql' of domains/{spec.brief.domain}.yaml or of a module "
+            f"it composes: {', '.join(spec.brief.modules)})")
 
 
 def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
@@ -293,7 +343,8 @@ def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
         conn.execute("ROLLBACK TO recheck")
         conn.execute("RELEASE recheck")
         for inv in spec.invariants:
-            bad = conn.execute(inv.sql).fetchone()[0]
+            rows = packsql.run(conn, inv.sql, "invariant", invariant_field(spec, inv.name))
+            bad = rows[0][0] if rows and rows[0] else 0
             if bad:
                 raise SeedDataError(f"invariant '{inv.name}' fails for {bad} rows")
         counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}

@@ -300,7 +300,8 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
             f"{esc(validity.get('mutants', 0) - validity.get('equivalent', 0))} state-changing mutants caught "
             f"(rate {esc(validity.get('caught_rate', ''))}); {esc(validity.get('equivalent', 0))} mutants left "
             f"the state as gold; reordered independent steps passed {esc(validity.get('reordered_pass', 0))}/"
-            f"{esc(validity.get('reordered_checked', 0))}.</p>",
+            f"{esc(validity.get('reordered_checked', 0))}; valid alternative solutions passed "
+            f"{esc(validity.get('alternatives_passed', 0))}/{esc(validity.get('alternatives', 0))}.</p>",
             _table(["mutant kind", "mutants", "caught", "missed", "equivalent"],
                    [[k, v["mutants"], v["caught"], v["missed"], v["equivalent"]] for k, v in sorted(kinds.items())],
                    "validity")]

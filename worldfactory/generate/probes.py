@@ -16,7 +16,7 @@ from worldfactory.generate.data import open_image
 from worldfactory.generate.tools import ParamSpec, ToolSpec
 from worldfactory.generate.workflow import guard_holds, guards_hold, id_param, task_value
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import Transition, WorldSpec
+from worldfactory.spec import TableDef, Transition, WorldSpec
 
 MISSING_ID = 999999
 
@@ -53,6 +53,34 @@ def _transition_args(tr: Transition, row: dict[str, Any], rng: random.Random, co
             if p.ref and (p.task_value or "choice") == "choice" else task_value(p, row, rng) for p in tr.params}
 
 
+def _promises(spec: WorldSpec, table: TableDef, valid: dict[str, Any], conn: Any) -> list[dict[str, Any]]:
+    """Make a create's valid call keep its column promises, and probe that each is enforced: a reference
+    limited to some states (a retired resource is never booked) and a column filled from the record a
+    reference names (an email's address is the contact's own). Changes `valid` in place."""
+    invalid: list[dict[str, Any]] = []
+    for name in list(valid):
+        col = table.column(name)
+        if col.ref and col.ref_states:
+            target = spec.table(col.ref)
+            assert target.workflow is not None
+            marks = ", ".join("?" * len(col.ref_states))
+            where = f"FROM {col.ref} WHERE {target.workflow.column}"
+            valid[name] = conn.execute(f"SELECT min(id) {where} IN ({marks})", col.ref_states).fetchone()[0]
+            barred = conn.execute(f"SELECT min(id) {where} NOT IN ({marks})", col.ref_states).fetchone()[0]
+            if barred is not None:
+                invalid.append({"args": {**valid, name: barred}, "expect": "this action needs"})
+    for name in list(valid):
+        col = table.column(name)
+        ref_name, _, source = (col.fills_from or "").partition(".")
+        if col.fills_from and valid.get(ref_name) is not None:
+            ref = table.column(ref_name).ref
+            own = conn.execute(f"SELECT {source} FROM {ref} WHERE id = ?", (valid[ref_name],)).fetchone()[0]
+            if own is not None:
+                invalid.append({"args": {**valid, name: f"not-{own}"}, "expect": "must be the"})
+                valid[name] = own
+    return invalid
+
+
 def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dict[str, dict[str, Any]]:
     conn = open_image(seed_image)
     rng = stage_rng(spec.brief.generation_seed, "probes")
@@ -74,6 +102,7 @@ def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dic
                 valid = {id_param(table): rows[0]["id"]} if rows else None
             elif tool.kind == "create":
                 valid = {p.name: _valid_value(p, table.name, conn, spec.brief.clock) for p in tool.params}
+                invalid += _promises(spec, table, valid, conn)
                 for p in tool.params:
                     col = table.column(p.name)
                     if col.unique and rows:

@@ -60,7 +60,7 @@ class ToolSpec(BaseModel):
     examples: dict[str, Any] = Field(default_factory=dict)
 
 
-def _param_from_column(col: ColumnDef, *, required: bool, name: str | None = None) -> ParamSpec:
+def _param_from_column(spec: WorldSpec, col: ColumnDef, *, required: bool, name: str | None = None) -> ParamSpec:
     return ParamSpec(
         name=name or col.name,
         type=col.type,
@@ -69,15 +69,36 @@ def _param_from_column(col: ColumnDef, *, required: bool, name: str | None = Non
         minimum=col.minimum if col.type != "integer" or not col.ref else 1,
         maximum=col.maximum,
         ref=col.ref,
-        description=col.human + (f" (id of a {col.ref} record)" if col.ref else ""),
+        description=_column_description(spec, col),
         free_text=col.free_text,
     )
 
 
+def _column_description(spec: WorldSpec, col: ColumnDef) -> str:
+    """A column as a parameter: what it is, and for a reference the table it points at and how to find the id."""
+    if col.description:
+        return col.description
+    if col.ref and spec.has_table(col.ref):
+        states = f"; it must be {' or '.join(col.ref_states)}" if col.ref_states else ""
+        return f"{col.human} ({_ref_said(spec, col.ref)}{states})"
+    if col.poly_ref:
+        return f"{col.human} (id of a record in the table that {col.poly_ref.replace('_', ' ')} names)"
+    if col.type == "date":
+        return f"{col.human} (YYYY-MM-DD)"
+    return col.human
+
+
+def _ref_said(spec: WorldSpec, table: str) -> str:
+    """'id of a claim, a row of table claims; search_claims finds it': which table, and the tool that finds the id."""
+    noun = _noun(spec, table)
+    said = f"id of {a_or_an(noun)} {noun}, a row of table {table}"
+    finder = f"search_{table}"
+    return f"{said}; {finder} finds it" if finder not in spec.brief.omitted_tools else said
+
+
 def _param_from_transition(spec: WorldSpec, p: Param) -> ParamSpec:
     if p.ref:  # the id of a row of another table: the tool reads that row first
-        noun = _noun(spec, p.ref)
-        said = f"id of {a_or_an(noun)} {noun}"
+        said = _ref_said(spec, p.ref)
         return ParamSpec(name=p.name, type="integer", minimum=1, ref=p.ref,
                          description=f"{p.description} ({said})" if p.description else said)
     return ParamSpec(name=p.name, type=p.type, enum=p.enum, minimum=p.minimum, maximum=p.maximum,
@@ -92,15 +113,18 @@ def tool_specs(spec: WorldSpec) -> list[ToolSpec]:
     """Every tool of a world, in a stable order."""
     tools: list[ToolSpec] = []
     for t in spec.tables:
-        tools.append(_search_tool(t))
+        tools.append(_search_tool(spec, t))
         tools.append(_get_tool(t))
         if t.create is not None:
             tools.append(_create_tool(spec, t))
         if t.update:
-            tools.append(_update_tool(t))
+            tools.append(_update_tool(spec, t))
         for tr in t.workflow.transitions if t.workflow else []:
             tools.append(_transition_tool(spec, t, tr))
     tools = [x for x in tools if x.name not in spec.brief.omitted_tools]  # this variant's structure
+    for x in tools:  # the agent learns the world's today where it writes dates
+        if any(p.type == "date" for p in x.params):
+            x.description += f" Dates are YYYY-MM-DD; today is {spec.brief.clock}."
     names = [x.name for x in tools]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -108,7 +132,7 @@ def tool_specs(spec: WorldSpec) -> list[ToolSpec]:
     return tools
 
 
-def _search_tool(t: TableDef) -> ToolSpec:
+def _search_tool(spec: WorldSpec, t: TableDef) -> ToolSpec:
     params: list[ParamSpec] = []
     for name in t.search:
         col = t.column(name)
@@ -118,7 +142,7 @@ def _search_tool(t: TableDef) -> ToolSpec:
             params.append(ParamSpec(name=f"{name}_to", type="date", required=False,
                                     description=f"latest {col.human} (inclusive)"))
         else:
-            p = _param_from_column(col, required=False)
+            p = _param_from_column(spec, col, required=False)
             p.minimum = None if not col.ref else 1
             p.maximum = None
             params.append(p)
@@ -153,21 +177,30 @@ def _create_tool(spec: WorldSpec, t: TableDef) -> ToolSpec:
             f"table '{t.name}': field 'create' leaves required columns without a value: {', '.join(missing)}; "
             f"add them to 'create' or 'create_defaults'"
         )
-    params = [_param_from_column(t.column(c), required=not t.column(c).nullable) for c in t.create or []]
+    params = [_param_from_column(spec, t.column(c), required=not t.column(c).nullable) for c in t.create or []]
+    codes = [t.column(c).human for c in auto_codes(t)]
+    filled = f" Its {', '.join(codes)} is given by the system and returned." if codes else ""
     return ToolSpec(
         name=f"create_{slug(t.singular)}", kind="create", table=t.name, params=params,
-        description=f"Create a {t.singular}. {t.description}".strip(),
+        description=f"Create {a_or_an(t.singular)} {t.singular}.{filled} {t.description}".strip(),
         read_only=False, destructive=False, idempotent=False,
     )
 
 
-def _update_tool(t: TableDef) -> ToolSpec:
+def auto_codes(t: TableDef) -> list[str]:
+    """Columns numbered by a `code` generator that a create call neither takes nor defaults: the tool fills them,
+    so a new record has its number (as a seeded one does) and can be found by it."""
+    covered = set(t.create or []) | set(t.create_defaults)
+    return [c.name for c in t.columns if c.name not in covered and isinstance(c.gen, dict) and "code" in c.gen]
+
+
+def _update_tool(spec: WorldSpec, t: TableDef) -> ToolSpec:
     params = [ParamSpec(name=id_param(t), type="integer", minimum=1, description=f"id of the {t.singular}")]
-    params += [_param_from_column(t.column(c), required=False) for c in t.update]
+    params += [_param_from_column(spec, t.column(c), required=False) for c in t.update]
     fields = ", ".join(c.replace("_", " ") for c in t.update)
     return ToolSpec(
         name=f"update_{slug(t.singular)}", kind="update", table=t.name, params=params,
-        description=f"Change the {fields} of a {t.singular}; give only the fields to change.",
+        description=f"Change the {fields} of {a_or_an(t.singular)} {t.singular}; give only the fields to change.",
         read_only=False, destructive=False, idempotent=True,
     )
 
@@ -180,13 +213,27 @@ def _transition_tool(spec: WorldSpec, t: TableDef, tr: Transition) -> ToolSpec:
     allowed = " or ".join(tr.from_)
     text = f"{tr.description} Allowed when the {t.singular}'s {column} is {allowed}; sets it to {tr.to}."
     for g in tr.guards:
-        text += f" Refused when {g.message.split(';')[0]}."
+        text += " " + _refusal(g.message, g.rule)
     for e in tr.effects:
-        text += f" Also creates a {e.create.replace('_', ' ').rstrip('s')} record."
+        noun = _noun(spec, e.create) if spec.has_table(e.create) else e.create.replace("_", " ")
+        text += f" Also creates {a_or_an(noun)} {noun} record."
     return ToolSpec(
         name=tr.name, kind="transition", table=t.name, params=params, description=text.strip(),
         read_only=False, destructive=tr.destructive, idempotent=False, transition=tr.name,
     )
+
+
+_MODAL = re.compile(r"\b(cannot|can't|must not|may not|never)\b")
+
+
+def _refusal(message: str, rule: str | None) -> str:
+    """A guard as a sentence of its tool's description: "Refused when the refund exceeds the limit (business
+    rule refund_limit)." A message that states the constraint ("paid amount cannot exceed ...") is said as is."""
+    clause = message.split(";")[0].strip().rstrip(".")
+    named = f" (business rule {rule})" if rule else ""
+    if _MODAL.search(clause):
+        return f"{clause[:1].upper()}{clause[1:]}{named}."
+    return f"Refused when {clause}{named}."
 
 
 # --- JSON schema ----------------------------------------------------------------------------
@@ -357,11 +404,12 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
     elif tool.kind == "create":
         for p in tool.params:
             if p.ref:
-                guard = f"    db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})"
-                body.append(guard if p.required else f"    if {p.name} is not None:\n    " + guard)
+                body += _ref_check(spec, t.column(p.name), p.name, p.required)
+        body += _fills(spec, t, tool)
         values = [f"{p.name!r}: {_coerce(p)}" for p in tool.params]
         values += [f"{k!r}: {_code_expr(t, k) if v == '$code' else _value_expr(v)}"
                    for k, v in t.create_defaults.items()]
+        values += [f"{k!r}: {_code_expr(t, k)}" for k in auto_codes(t)]
         body.append(f"    new_id = db.insert({t.name!r}, {{{', '.join(values)}}})")
         if audit:
             body.append(f"    db.audit({tool.name!r}, {t.name!r}, new_id)")
@@ -377,8 +425,7 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
         body.append(f"        raise ToolError({'nothing to change: give at least one of ' + names!r})")
         for p in fields:
             if p.ref:
-                body.append(f"    if {p.name} is not None:")
-                body.append(f"        db.get({p.ref!r}, {p.name}, {_noun(spec, p.ref)!r})")
+                body += _ref_check(spec, t.column(p.name), p.name, False)
         body.append(f"    db.update({t.name!r}, {idp}, changes)")
         if audit:
             body.append(f"    db.audit({tool.name!r}, {t.name!r}, {idp})")
@@ -386,6 +433,46 @@ def _render(spec: WorldSpec, tool: ToolSpec, audit: bool) -> list[str]:
     else:
         body += _render_transition(spec, t, tool, audit)
     return head + body
+
+
+def _ref_check(spec: WorldSpec, col: ColumnDef, name: str, required: bool) -> list[str]:
+    """The referenced record must exist, and be in one of the column's `ref_states` when it has them."""
+    assert col.ref is not None
+    target = spec.table(col.ref)
+    read = f"db.get({col.ref!r}, {name}, {target.singular!r})"
+    lines = [f"    {read}"]
+    if col.ref_states:
+        state = target.workflow.column if target.workflow else None
+        if state is None or any(s not in (target.column(state).enum or []) for s in col.ref_states):
+            raise TemplateError(f"column '{col.name}': ref_states {col.ref_states} are not states of table "
+                                f"'{col.ref}'")
+        said = f"str(referred[{target.label!r}])" if target.label else name
+        lines = [f"    referred = {read}",
+                 f"    db.require_state(referred, {state!r}, {col.ref_states!r}, {target.singular + ' '!r} + {said})"]
+    return lines if required else [f"    if {name} is not None:"] + ["    " + x for x in lines]
+
+
+def _fills(spec: WorldSpec, t: TableDef, tool: ToolSpec) -> list[str]:
+    """Columns a create fills from a record it refers to (`fills_from`): the email address of the contact."""
+    given = {p.name for p in tool.params}
+    out: list[str] = []
+    for col in t.columns:
+        if not col.fills_from or col.name not in given:
+            continue
+        ref_name, _, source = col.fills_from.partition(".")
+        ref = t.column(ref_name).ref if ref_name in given else None
+        if ref is None or source not in {c.name for c in spec.table(ref).columns}:
+            raise TemplateError(f"table '{t.name}' column '{col.name}': fills_from '{col.fills_from}' must name a "
+                                f"reference the create call takes and a column of the table it points at")
+        noun = spec.table(ref).singular
+        message = (f"{col.name} must be the {noun}'s own {source.replace('_', ' ')} when {ref_name} is given "
+                   f"(or be left out; it is filled in)")
+        out += [f"    if {ref_name} is not None:",
+                f"        filled = db.get({ref!r}, {ref_name}, {noun!r})[{source!r}]",
+                f"        given = {col.name} if {col.name} is not None else filled",
+                f"        {col.name} = filled if filled is not None else given",
+                f"        db.guard(given, '==', {col.name}, {message!r})"]
+    return out
 
 
 def _coerce(p: ParamSpec) -> str:

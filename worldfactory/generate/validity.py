@@ -1,5 +1,10 @@
 """Verifier validity: every task's grader is tried against plans that must fail and plans that must pass.
 
+Beside the mutants, each oracle gives alternatives that are valid by construction and must pass
+(completeness, not only soundness): an extra read, an email to a contact that also gives the contact's
+own address, and the answer in another order, number format, date spelling, case, or the rule by its
+label or id. They replay from the oracle's checkpoints as mutants do; one that fails fails the world.
+
 For each task: the oracle must score 1; doing nothing must score 0; mutants of the oracle plan
 (drop a write, change an argument, act on the wrong record, add a destructive call, give a
 wrong answer) must score 0 unless their end state equals gold; the oracle with two independent
@@ -38,6 +43,12 @@ class Mutant(BaseModel):
     answer: Any = None
 
 
+class AlternativeOutcome(BaseModel):
+    kind: str
+    note: str
+    passed: bool  # a valid solution: the verifier must pass it
+
+
 class MutantOutcome(BaseModel):
     kind: str
     note: str
@@ -53,11 +64,17 @@ class TaskValidity(BaseModel):
     null_fails: bool
     reorder_passes: bool | None = None  # None: no two independent writes to swap
     mutants: list[MutantOutcome] = Field(default_factory=list)
+    alternatives: list[AlternativeOutcome] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
 
     @property
     def valid(self) -> bool:
         return not self.problems
+
+    @property
+    def unfair(self) -> list[str]:
+        """The valid alternatives its verifier fails: a too-strict grader fails the world, not only the task."""
+        return [f"{a.kind} ({a.note})" for a in self.alternatives if not a.passed]
 
     def counts(self) -> dict[str, int]:
         equivalent = sum(m.equivalent for m in self.mutants)
@@ -273,6 +290,61 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
     if task.answer is not None:
         wrong = _wrong_answer(task)
         out.append(Mutant(kind="wrong_answer", note=f"answer {wrong!r}", calls=list(plan), answer=wrong))
+    if task.answer_type == "reason":  # a decline names one rule: another rule, or every rule, is wrong
+        mine = next((set(r.label.split()) for r in world.rule_refs if r.name == task.answer), set())
+        others = sorted((r for r in world.rule_refs if r.name != task.answer),  # the likeliest to be confused first
+                        key=lambda r: (-len(mine & set(r.label.split())), r.name))
+        if others:
+            for wrong in (others[0].label, "; ".join(r.name for r in world.rule_refs)):
+                out.append(Mutant(kind="wrong_answer", note=f"answer {wrong!r}", calls=list(plan), answer=wrong))
+    return out
+
+
+def _answer_variants(world: World, task: Task) -> list[tuple[str, Any]]:
+    """The expected answer as other valid answers say it: another order, format or name."""
+    a, kind = task.answer, task.answer_type
+    if a is None:
+        return []
+    if kind == "list" and isinstance(a, list) and len(a) > 1:
+        return [("list_order", list(reversed(a)))]
+    if kind == "number":
+        return [("number_format", f"${float(a):,.2f}")]
+    if kind == "int":
+        return [("number_format", f"{int(a)}.")]
+    if kind == "date":
+        from datetime import date
+
+        day = date.fromisoformat(str(a))
+        return [("date_format", f"{day:%B} {day.day}, {day.year}")]
+    if kind == "reason":
+        rule = next((r for r in world.rule_refs if r.name == a), None)
+        return [] if rule is None else [("rule_named", rule.label), ("rule_named", rule.id)]
+    if kind == "text":
+        return [("text_case", str(a).upper())]
+    return []
+
+
+def alternatives_for(world: World, task: Task) -> list[Mutant]:
+    """Valid solutions other than the oracle that a fair verifier passes: an extra read, a recipient given
+    both ways (a contact with their own address), and the answer said another way."""
+    plan = task.oracle
+    out: list[Mutant] = []
+    reads = [c for c in plan if world.tools_by_name.get(c.tool, {}).get("kind") in ("get", "search")]
+    if reads:
+        out.append(Mutant(kind="extra_read", note=f"read again: {reads[0].tool}", calls=[*plan, reads[0]],
+                          answer=task.answer))
+    norm = world.norm.get("contacts")
+    at_email = 1 + norm.columns.index("email") if norm is not None and "email" in norm.columns else None
+    contacts = world.seed_rows("contacts") if at_email is not None else {}
+    for i, call in enumerate(plan):
+        who = call.args.get("contact_id") if call.tool == "create_email" else None
+        if who in contacts and at_email is not None and call.args.get("to_address") is None:
+            both = ToolCall(tool=call.tool, args={**call.args, "to_address": contacts[who][at_email]})
+            out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
+                              calls=plan[:i] + [both] + plan[i + 1:], answer=task.answer))
+            break
+    for kind, answer in _answer_variants(world, task):
+        out.append(Mutant(kind=kind, note=f"answer {answer!r}", calls=list(plan), answer=answer))
     return out
 
 
@@ -303,8 +375,10 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
                seed: Callable[[str], TableState] | None = None) -> TaskValidity:
     seed = seed or SeedStates(world)
     mutants = mutants_for(world, task, rng)
+    alternatives = alternatives_for(world, task)
     swapped = reordered(world, task)
     plans = [(m.calls, m.answer) for m in mutants] + ([(swapped, task.answer)] if swapped is not None else [])
+    plans += [(a.calls, a.answer) for a in alternatives]
     starts = [_first_difference(calls, task.oracle) for calls, _ in plans]
     null_ep = world.episode(task.task_id)
     null = verify(null_ep, None) if verify else null_ep.verify(None, explain=False)
@@ -324,7 +398,7 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
         run.close()
     for i, m in enumerate(mutants):
         verdict, equal = results[i]
-        same_answer = task.answer is None or answers_match(task.answer, m.answer, task.answer_type)
+        same_answer = task.answer is None or answers_match(task.answer, m.answer, task.answer_type, world.rule_refs)
         outcome = MutantOutcome(kind=m.kind, note=m.note, equivalent=equal and same_answer, passed=verdict.passed)
         report.mutants.append(outcome)
         if outcome.passed and not outcome.equivalent:
@@ -337,6 +411,10 @@ def check_task(world: World, task: Task, rng: random.Random, verify: Verify | No
             report.reorder_passes = verdict.passed
             if not verdict.passed:
                 report.problems.append("the oracle with independent steps reordered fails")
+    first = len(mutants) + (swapped is not None)
+    for i, alt in enumerate(alternatives):  # valid by construction: the verifier must pass every one
+        verdict, _ = results[first + i]
+        report.alternatives.append(AlternativeOutcome(kind=alt.kind, note=alt.note, passed=verdict.passed))
     return report
 
 
@@ -361,6 +439,8 @@ def summary(reports: list[TaskValidity]) -> dict[str, Any]:
         "caught_rate": round(totals["caught"] / judged, 4) if judged else 1.0,
         "reordered_checked": sum(r.reorder_passes is not None for r in reports),
         "reordered_pass": sum(bool(r.reorder_passes) for r in reports),
+        "alternatives": sum(len(r.alternatives) for r in reports),
+        "alternatives_passed": sum(a.passed for r in reports for a in r.alternatives),
     }
 
 
@@ -371,5 +451,6 @@ def report_jsonl(reports: list[TaskValidity]) -> str:
         row["mutant_results"] = row.pop("mutants")
         row.update(r.counts())
         row["valid"] = r.valid
+        row["unfair"] = r.unfair
         lines.append(json.dumps(row, sort_keys=True, default=str))
     return "".join(line + "\n" for line in lines)

@@ -70,7 +70,8 @@ def check_verifiers(world: World) -> dict[str, Any]:
             failures.append(f"{task_id}: {outcome.failure}")
             continue
         diff_ok = same_diff(gold["diff"], outcome.diff) and digest(outcome.diff) == gold["digest"]
-        answer_ok = task.answer is None or answers_match(task.answer, gold["answer"], task.answer_type)
+        answer_ok = task.answer is None or answers_match(task.answer, gold["answer"], task.answer_type,
+                                                          world.rule_refs)
         oracle_pass += diff_ok and answer_ok
         if not diff_ok:
             failures.append(f"{task_id}: oracle fails ({compare(gold['diff'], outcome.diff)[:2]})")

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 from worldfactory.expressions import evaluate, is_expression
+from worldfactory.fill import fill
 from worldfactory.runtime.toolkit import COMPARE
 from worldfactory.spec import Guard, Param, TableDef, Transition
 
@@ -74,4 +75,4 @@ def say_value(param: Param, value: Any) -> str:
 
 def render_verb(t: Transition, obj: str, args: dict[str, Any]) -> str:
     values = {p.name: say_value(p, args[p.name]) for p in t.params if p.name in args}
-    return t.verb.format(obj=obj, **values)
+    return fill(t.verb, **{**values, "obj": obj})

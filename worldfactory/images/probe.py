@@ -83,21 +83,27 @@ def pick_task(files: dict[str, bytes]) -> dict[str, Any]:
     return chosen
 
 
-def _initialize(url: str) -> bool:
+def _initialize(url: str, token: str) -> bool:
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                        "clientInfo": {"name": "worldfactory-probe", "version": "1"}}}
-    try:
-        r = httpx2.post(url, json=body, headers={"accept": "application/json, text/event-stream"}, timeout=2)
+    try:  # off loopback (0.0.0.0 in the container) /mcp needs the control token too
+        r = httpx2.post(url, json=body, headers={"accept": "application/json, text/event-stream",
+                                                 "authorization": f"Bearer {token}"}, timeout=2)
     except httpx2.HTTPError:
         return False
     return r.status_code == 200 and "result" in r.json()
 
 
-async def _list_tools(url: str) -> list[str]:
+async def list_tools(url: str, token: str | None = None) -> list[str]:
+    """The tool names an MCP server at `url` lists, through the MCP client over streamable HTTP (off loopback,
+    a world server asks for its token on /mcp as on the control plane)."""
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
 
-    async with Client(url) as client:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
         return sorted(t.name for t in (await client.list_tools()).tools)
 
 
@@ -140,7 +146,7 @@ def probe_image(image: str, bundle: Path, client: docker.DockerClient | None = N
         started = time.perf_counter()
         container.start()
         url = f"http://127.0.0.1:{port}"
-        while not _initialize(f"{url}/mcp"):
+        while not _initialize(f"{url}/mcp", token):
             container.reload()
             if container.status not in ("created", "running"):
                 report.step, report.reason = "start", f"the container exited ({container.status}): {_logs(container)}"
@@ -151,7 +157,7 @@ def probe_image(image: str, bundle: Path, client: docker.DockerClient | None = N
                 return report
             time.sleep(0.1)
         report.first_answer_seconds = round(time.perf_counter() - started, 3)
-        tools = anyio.run(_list_tools, f"{url}/mcp")
+        tools = anyio.run(list_tools, f"{url}/mcp", token)
         expected = sorted(t["name"] for t in json.loads(published["tools.json"]))
         report.tools = len(tools)
         if tools != expected:

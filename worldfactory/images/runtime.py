@@ -3,8 +3,8 @@
 Layers, from the bottom: the base image (`make images` makes it with debootstrap: no registry is
 needed), Python, Graphviz (the bundle stage draws the world page's ER diagram) and a non-root user
 `world` (apt), a virtual environment with the project's dependencies at exactly the versions of the
-building host's environment, installed offline from wheels the host's pip fetched
-(worldfactory.images.wheels; they reach no layer of the image), then the project's source.
+building host's environment (but the packaging tools: see NOT_PINNED), installed offline from wheels the
+host's pip fetched (worldfactory.images.wheels; they reach no layer of the image), then the project's source.
 
 The project sits at the path it has on the building host (`PROJECT_ROOT`, with its `.venv`), so
 this image is also the Dagster code image: a run launched in a container finds the code where the
@@ -33,7 +33,10 @@ USER_ID = 10001
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "workspace.yaml", "worldfactory", "pipelines", "assets",
            "resources", "world_templates")  # setup.py: installs the Dagster folders as worldfactory_dagster.*
 SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
-NOT_PINNED = {"pip", "worldfactory"}  # the image's venv keeps its own pip; the project is installed from src/
+# Never pinned from the host: the project (installed from src/), and the packaging tools a venv is seeded with.
+# Their versions here are whatever `python -m venv` bundled (a fresh 3.11 venv: setuptools 65.5.0), not versions
+# the project chose or tested, and they contradict the build requirement (setuptools>=69): pip resolves them.
+NOT_PINNED = {"pip", "setuptools", "wheel", "worldfactory"}
 WHEELS = "build/wheels/"
 
 SYSTEM = """\
@@ -87,12 +90,16 @@ def requirements(root: Path) -> list[str]:
     return [*project["project"]["dependencies"], *project["build-system"]["requires"]]
 
 
-def constraints(root: Path = PROJECT_ROOT) -> list[str]:
-    """name==version for the project's dependencies and theirs, as installed here: the image gets the
-    versions tested here, and packages others add to this environment do not change it."""
+def constraints(root: Path = PROJECT_ROOT, path: list[str] | None = None) -> list[str]:
+    """name==version for the project's dependencies and theirs, as installed here (or in the environment whose
+    import `path` is given): the image gets the versions tested here, and packages others add to this
+    environment do not change it. The packaging tools are left to pip (see NOT_PINNED)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
+    installed: dict[str, metadata.Distribution] = {}
+    for dist in metadata.distributions(**({"path": path} if path is not None else {})):
+        installed.setdefault(canonicalize_name(dist.metadata["Name"] or ""), dist)  # the first on the path wins
     pins: dict[str, str] = {}
     todo = [Requirement(r) for r in requirements(root)]
     while todo:
@@ -100,9 +107,8 @@ def constraints(root: Path = PROJECT_ROOT) -> list[str]:
         name = canonicalize_name(req.name)
         if name in pins or name in NOT_PINNED:
             continue
-        try:
-            dist = metadata.distribution(req.name)
-        except metadata.PackageNotFoundError:
+        dist = installed.get(name)
+        if dist is None:
             continue  # not installed here: pip resolves it unpinned
         pins[name] = f"{name}=={dist.version}"
         for text in dist.requires or []:

@@ -45,7 +45,7 @@ DOCKERFILE = """\
 FROM {runtime}
 COPY world/ {bundle}/
 USER {uid}:{uid}
-ENV HOME=/home/world WORLDFACTORY_UNCONFINED=1
+ENV HOME=/home/world WORLDFACTORY_UNCONFINED=1 WORLDFACTORY_ALLOWED_HOSTS=localhost,127.0.0.1
 WORKDIR /home/world
 EXPOSE {port}
 HEALTHCHECK --interval=15s --timeout=3s --start-period=60s --retries=3 CMD {health}

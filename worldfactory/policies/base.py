@@ -49,12 +49,14 @@ class EpisodeResult(BaseModel):
 
 def policy_named(name: str, error_rate: float = 0.1) -> Policy:
     from worldfactory.policies.synthetic import noisy_policy, random_policy
+    from worldfactory.policies.weak import WEAK
 
     table: dict[str, Policy] = {
         "oracle": oracle_policy,
         "null": null_policy,
         "random": random_policy,
         "noisy": noisy_policy(error_rate),
+        **WEAK,
     }
     try:
         return table[name]
@@ -62,8 +64,10 @@ def policy_named(name: str, error_rate: float = 0.1) -> Policy:
         raise ValueError(f"unknown policy '{name}'; choose one of: {', '.join(table)} (or openai)") from None
 
 
-def episode_seed(world: World, task_id: str, rollout: int) -> int:
-    return random.Random(f"{world.brief.generation_seed}:{task_id}:{rollout}").getrandbits(63)
+def episode_seed(world: World, task_id: str, rollout: int, salt: int = 0) -> int:
+    """The seed of one rollout; salt (an evaluation run's --seed) draws another set, 0 the build's."""
+    key = f"{world.brief.generation_seed}:{task_id}:{rollout}" + (f":{salt}" if salt else "")
+    return random.Random(key).getrandbits(63)
 
 
 def run_policy(world: World, task_id: str, policy: str | Policy, seed: int = 0, name: str | None = None,

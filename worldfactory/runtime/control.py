@@ -13,8 +13,15 @@ Routes (one Starlette app, served by uvicorn):
     GET    /healthz                          {"ok": true, "episodes": n} (no token, no state)
 
 Every /control request needs `Authorization: Bearer <token>`; without it, or with another
-token, the answer is 401 and nothing changes. The MCP routes never reach the control plane:
-an agent holding an mcp_url can list and call the world's tools, nothing else.
+token, the answer is 401 and nothing changes. `/mcp` needs the token too when the server is
+bound off loopback (`mcp_auth="token"`, the default there); on loopback it is open unless asked.
+The MCP routes never reach the control plane: an agent holding an mcp_url can list and call the
+world's tools, nothing else, and `/mcp` never addresses a control-plane episode.
+
+Every request passes http_guards.Guard first (Host, Origin, body size and time). Capacity is
+the SessionStore's (sessions.py): when it is full, a new episode or free-form session gets 503
+with `Retry-After`, while /healthz, the control plane's other routes and the sessions already
+open keep answering.
 """
 
 from __future__ import annotations
@@ -27,19 +34,56 @@ import os
 import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from worldfactory.runtime.mcp_http import McpEndpoint
-from worldfactory.runtime.sessions import DEFAULT_IDLE_SECONDS, SessionStore
+from worldfactory.runtime.http_guards import BODY_SECONDS, Guard, HostPolicy, guarded_protocol, is_loopback
+from worldfactory.runtime.mcp_http import MAX_BODY, McpEndpoint
+from worldfactory.runtime.sessions import DEFAULT_FREE_IDLE_SECONDS, DEFAULT_IDLE_SECONDS, Full, SessionStore
 from worldfactory.runtime.world import World, WorldError
 
 ENV_TOKEN = "WORLDFACTORY_CONTROL_TOKEN"
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+ENV_ALLOWED_HOSTS = "WORLDFACTORY_ALLOWED_HOSTS"  # comma-separated; the container image sets it
+DEFAULT_MAX_CONNECTIONS = 2048  # open connections at once; past it uvicorn answers 503 (the fd limit is 8,192)
+KEEP_ALIVE_SECONDS = 5  # an idle keep-alive connection closes after this long
+
+
+class ServeOptions(BaseModel):
+    """How a served world bounds itself and whom it answers: the `serve --transport http` flags."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    idle_seconds: float = Field(DEFAULT_IDLE_SECONDS, gt=0)  # control-plane episodes
+    free_idle_seconds: float = Field(DEFAULT_FREE_IDLE_SECONDS, gt=0)  # free-form /mcp sessions
+    max_sessions: int | None = Field(None, ge=1)  # None: what fits half the memory limit (sessions.py)
+    max_free_sessions: int | None = Field(None, ge=0)  # None: half of max_sessions
+    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
+    max_body: int = Field(MAX_BODY, ge=1024)
+    body_seconds: float = Field(BODY_SECONDS, gt=0)  # a request body must arrive within this long
+    allowed_hosts: tuple[str, ...] = ()  # loopback names are always allowed
+    allowed_origins: tuple[str, ...] = ()  # requests with no Origin (every non-browser client) always are
+    mcp_auth: Literal["token", "open"] | None = None  # None: "open" on loopback, "token" off it
+
+    @model_validator(mode="after")
+    def _names_off_loopback(self) -> ServeOptions:
+        if not is_loopback(self.host) and not self.allowed_hosts:
+            raise ValueError(
+                f"serving on {self.host} (off loopback) needs the host names clients reach this server by: "
+                f"--allowed-host NAME (repeatable) or {ENV_ALLOWED_HOSTS}=name1,name2; '*' accepts any Host "
+                f"(no protection against DNS rebinding)")
+        return self
+
+    @property
+    def mcp_needs_token(self) -> bool:
+        return (self.mcp_auth or ("open" if is_loopback(self.host) else "token")) == "token"
 
 
 def control_token(announce: Callable[[str], None] | None = None) -> str:
@@ -80,23 +124,31 @@ def _episode_view(served: Any) -> dict[str, Any]:
             "task_id": served.task_id}
 
 
-def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECONDS,
-               clock: Callable[[], float] | None = None, host: str = "127.0.0.1",
-               max_sessions: int | None = None) -> Starlette:
-    """The served world's app. `clock` (monotonic seconds) is injectable for expiry tests."""
+def _full(exc: Full) -> JSONResponse:
+    return JSONResponse({"error": str(exc)}, status_code=503, headers={"Retry-After": str(exc.retry_after)})
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return JSONResponse({"error": exc.detail}, status_code=exc.status_code,
+                        headers={"connection": "close"} if exc.status_code in (408, 413) else None)
+
+
+def create_app(world: World, token: str, options: ServeOptions | None = None,
+               clock: Callable[[], float] | None = None, memory_limit_bytes: int | None = None,
+               **overrides: Any) -> Starlette:
+    """The served world's app (Starlette behind http_guards.Guard); `overrides` are ServeOptions fields.
+
+    `clock` (monotonic seconds) is injectable for expiry tests, `memory_limit_bytes` for admission tests.
+    """
     if not token:
         raise ValueError("the control plane needs a non-empty token")
-    store = SessionStore(world, idle_seconds, **({"clock": clock} if clock else {}), max_sessions=max_sessions)
+    opts = ServeOptions(**{**(options.model_dump() if options else {}), **overrides})
+    store = SessionStore(world, opts.idle_seconds, **({"clock": clock} if clock else {}),
+                         max_sessions=opts.max_sessions, free_idle_seconds=opts.free_idle_seconds,
+                         max_free=opts.max_free_sessions, memory_limit_bytes=memory_limit_bytes)
     mcp = McpEndpoint(store)
     expected = f"Bearer {token}".encode()
-    check_host = host in LOOPBACK  # DNS rebinding: a loopback server answers loopback Host headers only
-
-    def host_ok(request: Request) -> bool:
-        if not check_host:
-            return True
-        value = request.headers.get("host", "")
-        name = value.split("]")[0] + "]" if value.startswith("[") else value.rsplit(":", 1)[0]
-        return name in LOOPBACK
 
     def authorized(request: Request) -> bool:
         return hmac.compare_digest(request.headers.get("authorization", "").encode(), expected)
@@ -107,8 +159,6 @@ def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECO
 
     def guarded(handler: Callable[..., Any]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
-            if not host_ok(request):
-                return _err(421, "invalid Host header")
             if not authorized(request):
                 return denied()
             store.maybe_sweep()
@@ -117,14 +167,12 @@ def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECO
         return endpoint
 
     async def mcp_free(request: Request) -> Response:
-        if not host_ok(request):
-            return _err(421, "invalid Host header")
+        if opts.mcp_needs_token and not authorized(request):
+            return denied()
         store.maybe_sweep()
         return await mcp.handle(request)
 
-    async def mcp_bound(request: Request) -> Response:
-        if not host_ok(request):
-            return _err(421, "invalid Host header")
+    async def mcp_bound(request: Request) -> Response:  # the mcp_url is the agent's capability: no token
         store.maybe_sweep()
         return await mcp.handle(request, request.path_params["episode_id"])
 
@@ -139,12 +187,12 @@ def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECO
             served = store.open(task_id or None, keep_trace=True)
         except WorldError as exc:
             return _err(404, str(exc))
-        except OverflowError as exc:
-            return _err(503, str(exc))
+        except Full as exc:
+            return _full(exc)
         return JSONResponse(_episode_view(served), status_code=201)
 
-    def lookup(request: Request) -> Any:
-        return store.get(request.path_params["episode_id"])
+    def lookup(request: Request) -> Any:  # the control plane's own episodes only
+        return store.get(request.path_params["episode_id"], free=False)
 
     async def verify(request: Request) -> Response:
         body = await _json_body(request)
@@ -177,7 +225,7 @@ def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECO
         return Response(store.trace_jsonl(served), media_type="application/x-ndjson")
 
     async def delete(request: Request) -> Response:
-        served = store.get(request.path_params["episode_id"])
+        served = lookup(request)
         if served is None:
             return _err(404, "no such episode (it was deleted or it expired)")
         mcp.forget(served)
@@ -191,13 +239,15 @@ def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECO
                              for t in world.tasks.values()])
 
     async def health(request: Request) -> Response:
-        return JSONResponse({"ok": True, "world_id": world.world_id, "episodes": len(store)})
+        return JSONResponse({"ok": True, "world_id": world.world_id, "episodes": len(store),
+                             "free_sessions": store.free_count, "max_sessions": store.max_sessions,
+                             "max_free_sessions": store.max_free})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async def sweeper() -> None:
             while True:
-                await asyncio.sleep(min(60.0, max(0.05, store.idle_seconds / 100)))
+                await asyncio.sleep(store.sweep_every)
                 store.sweep()
 
         task = asyncio.create_task(sweeper())
@@ -218,20 +268,30 @@ def create_app(world: World, token: str, idle_seconds: float = DEFAULT_IDLE_SECO
         Route("/control/tasks", guarded(tasks), methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    guard = Middleware(Guard, policy=HostPolicy(opts.allowed_hosts, opts.allowed_origins), max_body=opts.max_body,
+                       body_seconds=opts.body_seconds)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
+                    exception_handlers={HTTPException: _http_error})
     app.state.store = store
     app.state.mcp = mcp
+    app.state.options = opts
     return app
 
 
-def serve_http(world: World, token: str, host: str = "127.0.0.1", port: int = 8000, fd: int | None = None,
-               idle_seconds: float = DEFAULT_IDLE_SECONDS) -> None:
+def uvicorn_options(options: ServeOptions) -> dict[str, Any]:
+    """uvicorn's per-connection limits: a head deadline and size (guarded_protocol), keep-alive, a connection cap."""
+    return {"log_level": "warning", "access_log": False, "http": guarded_protocol(),
+            "timeout_keep_alive": KEEP_ALIVE_SECONDS, "limit_concurrency": options.max_connections, "backlog": 2048}
+
+
+def serve_http(world: World, token: str, port: int = 8000, fd: int | None = None,
+               options: ServeOptions | None = None) -> None:
     """Run the app with uvicorn: on an inherited listening socket (confined), or bound here."""
     import uvicorn
 
-    app = create_app(world, token, idle_seconds, host=host)
-    opts: dict[str, Any] = {"log_level": "warning", "access_log": False, "timeout_keep_alive": 75}
+    options = options or ServeOptions()
+    app = create_app(world, token, options)
     if fd is not None:
-        uvicorn.run(app, fd=fd, **opts)
+        uvicorn.run(app, fd=fd, **uvicorn_options(options))
     else:
-        uvicorn.run(app, host=host, port=port, **opts)
+        uvicorn.run(app, host=options.host, port=port, **uvicorn_options(options))

@@ -277,7 +277,7 @@ class Episode:
                                                    got="a different end state")]
         answer_ok: bool | None = None
         if self.task.answer is not None:
-            answer_ok = answers_match(self.task.answer, answer, self.task.answer_type)
+            answer_ok = answers_match(self.task.answer, answer, self.task.answer_type, self.world.rule_refs)
             if not answer_ok:
                 mismatches.append(Mismatch(table="<answer>", key=self.task.task_id, column="answer",
                                            expected=normalize_answer(self.task.answer, self.task.answer_type),

@@ -5,12 +5,17 @@ shares whatever the tools close over; and its per-request path (streams, SSE, ta
 milliseconds. This endpoint speaks the same protocol (the 2025-11-25 handshake: `initialize`
 returns an `Mcp-Session-Id`; `tools/list`, `tools/call`, `ping`; DELETE ends the session; no
 server-to-client stream, so GET is 405) with `application/json` responses, which the SDK's
-client and every streamable-HTTP client accept. The tool list is the SDK's own (built once by
-`build_server`), so schemas, annotations and provenance are exactly what stdio serves.
+client and every streamable-HTTP client accept. The tool list and the call texts are mcp_server's
+(tools.json's schemas; `tool_text`), so they are exactly what stdio serves.
 
 Each `initialize` on a free-form endpoint (`/mcp`) opens a new episode; on an episode's endpoint
 (`/episodes/<id>/mcp`) the MCP session is bound to that episode. Reset and verify are not
-tools and not methods here: the agent's protocol has no way to reach them.
+tools and not methods here: the agent's protocol has no way to reach them. The two kinds never
+meet: `/mcp` addresses free-form sessions only, so a control-plane episode's id (which is in
+its agent's `mcp_url`) names nothing there; and DELETE at an `mcp_url` ends that MCP session,
+never the episode, which stays the harness's to verify and delete. An episode holds at most
+MAX_BOUND_SESSIONS MCP sessions (a new one ends the oldest), so an agent cannot grow the server
+by initializing again and again.
 """
 
 from __future__ import annotations
@@ -19,45 +24,26 @@ import json
 import secrets
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.runtime.sessions import Served, SessionStore
+from worldfactory.runtime.mcp_server import instructions, mcp_tools, tool_text
+from worldfactory.runtime.sessions import Full, Served, SessionStore
 from worldfactory.runtime.world import World
 
 LATEST = "2025-11-25"
 SUPPORTED_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 SESSION_HEADER = "mcp-session-id"
 MAX_BODY = 4 << 20  # a JSON-RPC request larger than this is refused (413)
+MAX_BOUND_SESSIONS = 8  # MCP sessions one control-plane episode holds at once; a new one ends the oldest
 
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 
 
-class _Unbound:
-    """Stands in for an episode while the SDK builds the tool list; never called."""
-
-    def call(self, *_: Any) -> Any:
-        raise RuntimeError("unbound")
-
-
 def tool_list(world: World) -> list[dict[str, Any]]:
-    """The tools as the SDK's MCPServer lists them (wire format: camelCase, no nulls)."""
-    from worldfactory.runtime.mcp_server import build_server
-
-    server = build_server(world, episode=_Unbound())  # type: ignore[arg-type]
-
-    async def listed() -> list[Any]:
-        return list(await server.list_tools())
-
-    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in anyio.run(listed)]
-
-
-def instructions(world: World) -> str:
-    return (f"You are operating the internal software of {world.brief.company_name}, a fictional "
-            f"{world.brief.company_type} company. Today is {world.clock}. Use the tools to look records "
-            f"up before acting on them.")
+    """The tools as stdio lists them, from tools.json (wire format: camelCase, no nulls)."""
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in mcp_tools(world)]
 
 
 def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -86,14 +72,25 @@ class McpEndpoint:
     def _served(self, mcp_session: str | None, episode_id: str | None) -> Served | None:
         if not mcp_session:
             return None
-        if episode_id is None:  # /mcp: the MCP session id is the episode id
-            return self.store.get(mcp_session)
+        if episode_id is None:  # /mcp: the MCP session id is the id of a free-form episode, never another kind
+            return self.store.get(mcp_session, free=True)
         if self._bound.get(mcp_session) != episode_id:
             return None
-        served = self.store.get(episode_id)
+        served = self.store.get(episode_id, free=False)
         if served is None:
             self._bound.pop(mcp_session, None)
         return served
+
+    def _bind(self, served: Served) -> str:
+        """A new MCP session on a control-plane episode; past MAX_BOUND_SESSIONS the oldest ends."""
+        while len(served.mcp_sessions) >= MAX_BOUND_SESSIONS:
+            oldest = next(iter(served.mcp_sessions))
+            del served.mcp_sessions[oldest]
+            self._bound.pop(oldest, None)
+        sid = secrets.token_hex(16)
+        self._bound[sid] = served.id
+        served.mcp_sessions[sid] = None
+        return sid
 
     def forget(self, served: Served) -> None:
         """An episode ended: its bound MCP sessions end with it."""
@@ -115,13 +112,13 @@ class McpEndpoint:
                 self.store.close(served.id)  # a free-form session's episode ends with it
             else:  # a bound session ends; the episode is the control plane's to delete
                 self._bound.pop(sid, None)
-                served.mcp_sessions.discard(sid)
+                served.mcp_sessions.pop(sid, None)
             return Response(status_code=204)
         return Response("this server sends no server-initiated stream; POST JSON-RPC requests", status_code=405,
                         headers={"Allow": "POST, DELETE"})
 
     async def _post(self, request: Request, episode_id: str | None) -> Response:
-        body = await request.body()
+        body = await request.body()  # bounded while it streams (http_guards.Guard); this is a second check
         if len(body) > MAX_BODY:
             return _error(None, INVALID_REQUEST, f"request body over {MAX_BODY} bytes", 413)
         try:
@@ -167,16 +164,15 @@ class McpEndpoint:
         if episode_id is None:
             try:
                 served = self.store.open()
-            except OverflowError as exc:
-                return _error(id_, INVALID_REQUEST, str(exc), 503)
+            except Full as exc:
+                body = {"jsonrpc": "2.0", "id": id_, "error": {"code": INVALID_REQUEST, "message": str(exc)}}
+                return _json(body, 503, {"Retry-After": str(exc.retry_after)})
             sid = served.id
         else:
-            served = self.store.get(episode_id)
+            served = self.store.get(episode_id, free=False)
             if served is None:
                 return _error(id_, INVALID_REQUEST, "no such episode (it was deleted or it expired)", 404)
-            sid = secrets.token_hex(16)
-            self._bound[sid] = episode_id
-            served.mcp_sessions.add(sid)
+            sid = self._bind(served)
         result = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
                   "serverInfo": self._server_info, "instructions": self._instructions}
         return _json({"jsonrpc": "2.0", "id": id_, "result": result}, headers={"Mcp-Session-Id": sid})
@@ -192,11 +188,11 @@ class McpEndpoint:
         # mid-call cannot interrupt it, so its episode holds either the whole call or none of it.
         step = self.store.call(served, name, args)
         if step.ok:
-            text = step.result_json
+            text = tool_text(step)
             structured = step.result if isinstance(step.result, dict) else {"result": step.result}
             result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "structuredContent": structured,
                                       "isError": False}
         else:
-            result = {"content": [{"type": "text", "text": f"Error executing tool {name}: {step.error}"}],
+            result = {"content": [{"type": "text", "text": tool_text(step)}],
                       "isError": True}
         return _json({"jsonrpc": "2.0", "id": id_, "result": result})

@@ -1,97 +1,107 @@
 """The agent-facing MCP server: the world's tools and nothing else.
 
-Each tool is registered on an MCPServer with the generated function's own signature (so the
-published schema matches the code) and routed through Episode.call, so a call over MCP runs the
-same validation, SAVEPOINT and error path as a call in process. Reset and verify are never tools.
+One contract on every surface: `tools/list` publishes each tool exactly as tools.json declares it
+(every parameter's description, bounds, formats, enums and `additionalProperties: false`), not a
+schema the SDK derives from a Python signature, and every call goes straight to Episode.call, so a
+call over MCP runs the same validation, SAVEPOINT and error path as a call in process and answers
+with the same text (`tool_text`). Reset and verify are never tools.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.runtime.episode import Episode
+from worldfactory.runtime.episode import Episode, Step
 from worldfactory.runtime.world import World
 
 
-def _route(episode: Episode, name: str, fn: Callable[..., Any], keep: bool = True) -> Callable[..., Any]:
-    sig = inspect.signature(fn, eval_str=True)
-    params = list(sig.parameters.values())[1:]  # drop the ToolDB handle
+def instructions(world: World) -> str:
+    """What `initialize` tells the agent: whose software this is and the world's today."""
+    return (f"You are operating the internal software of {world.brief.company_name}, a fictional "
+            f"{world.brief.company_type} company. Today is {world.clock} (YYYY-MM-DD); dates are written "
+            f"that way everywhere. Use the tools to look records up before acting on them.")
 
-    async def call(**kwargs: Any) -> dict[str, Any]:  # inline on the loop: a call is ~0.1 ms, no thread hop
-        args = {k: v for k, v in kwargs.items() if v is not None}
-        result = episode.call(name, args)
-        if not keep:
-            episode.trace.clear()
-        if not result.ok:
-            raise ToolError(result.error or "tool failed")
-        return result.result or {}
 
-    call.__name__ = name
-    call.__doc__ = fn.__doc__
-    call.__signature__ = sig.replace(parameters=params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
-    return call
+def tool_text(step: Step) -> str:
+    """A call's text on every surface: the result as the trace keeps it (canonical JSON), or the error as is."""
+    return step.result_json if step.ok else (step.error or "the tool failed")
+
+
+def call_result(step: Step) -> CallToolResult:
+    """A step as an MCP tool result: the same text in process, over stdio and over HTTP."""
+    text = [TextContent(type="text", text=tool_text(step))]
+    if not step.ok:
+        return CallToolResult(content=text, is_error=True)
+    structured = step.result if isinstance(step.result, dict) else {"result": step.result}
+    return CallToolResult(content=text, structured_content=structured)
+
+
+def mcp_tools(world: World) -> list[MCPTool]:
+    """The world's tools as tools.json declares them (its input_schema verbatim)."""
+    out = []
+    for entry in world.tool_manifest:
+        ann = entry["annotations"]
+        out.append(MCPTool(
+            name=entry["name"], description=entry["description"], input_schema=entry["input_schema"],
+            annotations=ToolAnnotations(read_only_hint=ann["read_only_hint"], destructive_hint=ann["destructive_hint"],
+                                        idempotent_hint=ann["idempotent_hint"]),
+            _meta={"provenance": entry["provenance"]},
+        ))
+    return out
 
 
 class WorldServer(MCPServer):
-    """MCPServer that checks raw arguments against the world's JSON schema first.
+    """MCPServer whose tools are the world's: listed from tools.json, called through one Episode.
 
-    The SDK's own argument model ignores unknown keys; an agent that misspells an argument must
-    hear about it instead, with the same message an in-process call gives.
+    The SDK's own tool registry (a pydantic model per signature) is not used: it drops the
+    parameter descriptions and bounds, ignores unknown keys and words errors its own way.
     """
 
-    def __init__(self, world: World, **kwargs: Any) -> None:
+    def __init__(self, world: World, episode: Episode, keep: bool, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._world = world
+        self._episode = episode
+        self._keep = keep
+        self._tools = mcp_tools(world)
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if name in self._world.tools_by_name:
-            error = self._world.argument_error(name, arguments)
-            if error is not None:
-                raise ToolError(error)
-        return await super().call_tool(name, arguments, context)
+    async def list_tools(self) -> list[MCPTool]:
+        return list(self._tools)
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        entry = self._world.tools_by_name.get(name)
+        return None if entry is None else entry["input_schema"]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
+        step = self._episode.call(name, arguments)  # inline on the loop: a call is ~0.1 ms, no thread hop
+        if not self._keep:
+            self._episode.trace.clear()
+        return call_result(step)
 
 
 def build_server(world: World, episode: Episode | None = None) -> MCPServer:
     """An MCPServer over one episode (a fresh seed copy unless one is given)."""
-    ep = episode or world.episode()
     keep = episode is not None  # a served episode may take any number of calls: its steps are answered, not kept
-    server = WorldServer(
-        world,
+    return WorldServer(
+        world, episode or world.episode(), keep,
         name=f"worldfactory-{world.world_id}",
         title=f"{world.brief.company_name} ({world.world_id})",
-        instructions=(f"You are operating the internal software of {world.brief.company_name}, a fictional "
-                      f"{world.brief.company_type} company. Today is {world.clock}. Use the tools to look records "
-                      f"up before acting on them."),
+        instructions=instructions(world),
         version=GENERATOR_VERSION,
         log_level="WARNING",
     )
-    for entry in world.tool_manifest:
-        name = entry["name"]
-        ann = entry["annotations"]
-        server.add_tool(
-            _route(ep, name, world.functions[name], keep),
-            name=name,
-            description=entry["description"],
-            annotations=ToolAnnotations(read_only_hint=ann["read_only_hint"], destructive_hint=ann["destructive_hint"],
-                                        idempotent_hint=ann["idempotent_hint"]),
-            meta={"provenance": entry["provenance"]},
-        )
-    return server
 
 
-def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port: int = 8000,
-          fd: int | None = None, token: str | None = None, idle_seconds: float | None = None) -> None:
+def serve(world: World, transport: str = "stdio", port: int = 8000, fd: int | None = None,
+          token: str | None = None, options: Any = None) -> None:
     """Serve the world over stdio (one episode) or streamable HTTP (loopback by default).
 
     Over HTTP every MCP session is its own episode and a token-protected control plane runs on
-    the same server (worldfactory.runtime.control).
+    the same server (worldfactory.runtime.control); `options` is its ServeOptions (bounds, hosts).
     """
     if transport == "stdio":
         build_server(world).run("stdio")
@@ -99,7 +109,5 @@ def serve(world: World, transport: str = "stdio", host: str = "127.0.0.1", port:
     if transport != "http":
         raise ValueError(f"unknown transport '{transport}'; use stdio or http")
     from worldfactory.runtime.control import control_token, serve_http
-    from worldfactory.runtime.sessions import DEFAULT_IDLE_SECONDS
 
-    serve_http(world, token or control_token(), host, port, fd=fd,
-               idle_seconds=idle_seconds or DEFAULT_IDLE_SECONDS)
+    serve_http(world, token or control_token(), port, fd=fd, options=options)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from worldfactory.expressions import evaluate
+from worldfactory.fill import numbered
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -120,7 +121,7 @@ class ToolDB:
     def next_code(self, table: str, pattern: str) -> str:
         """The code the table's next row gets from its `code` generator (numbered by id, as seeded rows are)."""
         row = self._conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM {table}").fetchone()
-        return pattern.format(n=int(row[0]))
+        return numbered(pattern, int(row[0]))
 
     def rule(self, name: str) -> float:
         row = self._conn.execute("SELECT value FROM business_rules WHERE name = ?", (name,)).fetchone()

@@ -22,6 +22,7 @@ import orjson
 from jsonschema import Draft202012Validator
 
 from worldfactory.run_size import WORLDS_PER_RUN
+from worldfactory.runtime.answers import RuleRef
 from worldfactory.runtime.connections import ConnectionPool
 from worldfactory.runtime.diff import ChangeDiffer, TableNorm, changelog_ddl, inserted_bags
 from worldfactory.spec import Task, WorldSpec
@@ -143,24 +144,28 @@ def read_bundle(root: Path, verify: bool = True) -> dict[str, bytes]:
     """
     if not (root / "world.json").is_file():
         raise WorldError(f"{root}: no world.json here; build the world first (`worldfactory build WORLD_ID`)")
-    files = {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+    names = sorted(p.name for p in root.iterdir() if p.is_file())
     if not verify or verification_skipped():
-        return files
+        return {name: (root / name).read_bytes() for name in names}
+    manifest = (root / "world.json").read_bytes()
     try:
-        listed = json.loads(files["world.json"]).get("files", {})
+        listed = json.loads(manifest).get("files", {})
     except (json.JSONDecodeError, AttributeError, UnicodeDecodeError):
         raise WorldError(f"{root / 'world.json'}: not a readable manifest; rebuild the world") from None
     if not isinstance(listed, dict) or not listed:
         raise WorldError(f"{root / 'world.json'}: lists no file hashes; rebuild the world")
-    for name in sorted(set(listed) | set(files) - {"world.json"}):
-        if name not in files:
+    for name in sorted(set(listed) | set(names) - {"world.json"}):  # the list first: no file is read unlisted
+        if name not in names:
             raise WorldError(f"{root / name}: listed in world.json but missing; rebuild the world")
         if name not in listed:
             raise WorldError(f"{root / name}: not listed in world.json (an unverified file); remove it or rebuild")
+    files = {"world.json": manifest}
+    for name in sorted(listed):
+        files[name] = (root / name).read_bytes()
         if hashlib.sha256(files[name]).hexdigest() != listed[name]:
             raise WorldError(f"{root / name}: its sha256 differs from world.json (the bundle was changed after it "
                              f"was built); rebuild the world, or pass --no-verify (development only)")
-    return files
+    return dict(sorted(files.items()))
 
 
 class World:
@@ -276,6 +281,16 @@ class World:
         if bags is None:
             bags = self._gold_bags[task_id] = inserted_bags(self.verifiers["tasks"][task_id]["diff"])
         return bags
+
+    @cached_property
+    def rule_refs(self) -> tuple[RuleRef, ...]:
+        """The business rules as an answer may name them (id, name, label): a decline answer is resolved to them."""
+        norm = self.norm.get("business_rules")
+        if norm is None or not {"name", "label"} <= set(norm.columns):
+            return tuple(RuleRef(None, r.name, r.label) for r in self.spec.rules)
+        at = {c: i + 1 for i, c in enumerate(norm.columns)}  # a seed row is (id, *columns)
+        return tuple(RuleRef(row[0], row[at["name"]], row[at["label"]])
+                     for _, row in sorted(self.seed_rows("business_rules").items()))
 
     @cached_property
     def code_hash(self) -> str:

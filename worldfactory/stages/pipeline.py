@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from worldfactory.seeds import check_world_id
 from worldfactory.stages import STAGES
 from worldfactory.stages.core import (
     BuildContext,
@@ -101,6 +102,7 @@ def build_world(world_id: str, root: Path | str = "data", templates: TemplateSet
                 force: bool = False, progress: Progress | None = None,
                 briefs_dir: Path | None = None) -> BuildResult:
     """Build, prove and publish one world bundle under root/worlds/<world_id>."""
+    check_world_id(world_id)  # before any folder is named after it
     started = time.perf_counter()
     ts = templates or load_templates()
     data_root = Path(root)

@@ -28,4 +28,5 @@ STAGE = Stage(
     prove=prove_seed,
     writes=("seed.db",),
     reads=("spec.json",),
+    confined=("make", "prove"),  # pack SQL (derive, invariants) runs under the worker's memory limit
 )

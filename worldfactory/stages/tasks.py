@@ -8,6 +8,7 @@ from collections import Counter
 from worldfactory.generate.gold import run_oracle
 from worldfactory.generate.tasks import generate_tasks
 from worldfactory.generate.verifiers import VerifierError
+from worldfactory.safe_text import json_line
 from worldfactory.spec import Task
 from worldfactory.stages.core import BuildContext, Stage, StageError
 
@@ -21,7 +22,7 @@ def make_tasks(ctx: BuildContext) -> dict[str, int]:
         return not run_oracle(world, task).failure
 
     tasks = generate_tasks(spec, names, ctx.work.read("seed.db", STAGE.name), replays, ctx.vocabulary)
-    ctx.work.write("tasks.jsonl", "".join(t.model_dump_json() + "\n" for t in tasks).encode())
+    ctx.work.write("tasks.jsonl", "".join(json_line(t.model_dump_json()) + "\n" for t in tasks).encode())
     steps = sorted(len(t.oracle) for t in tasks)
     return {"tasks": len(tasks), "families": len({t.family for t in tasks}),
             "oracle_steps_max": steps[-1] if steps else 0, "oracle_steps_total": sum(steps)}

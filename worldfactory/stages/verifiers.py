@@ -39,10 +39,15 @@ def prove_verifiers(ctx: BuildContext) -> dict[str, int | float | str]:
     missed = sum(r["missed"] for r in rows if r["task_id"] in world.tasks)
     if missed:
         raise VerifierError(f"{missed} mutants that differ from gold pass their verifier")
+    unfair = [f"{r['task_id']}: {u}" for r in rows for u in r.get("unfair", [])]
+    if unfair:  # completeness: a valid solution the verifier fails is an unfair zero
+        raise VerifierError(f"{len(unfair)} valid alternative solutions fail their verifier: {'; '.join(unfair[:5])}")
     v = world.verifiers.get("validity", {})
     details.update({"caught_mutant_rate": float(v.get("caught_rate", 0.0)), "mutants": int(v.get("mutants", 0)),
                     "mutants_caught": int(v.get("caught", 0)), "mutants_equivalent": int(v.get("equivalent", 0)),
-                    "tasks_dropped": int(v.get("dropped", 0)), "reordered_pass": int(v.get("reordered_pass", 0))})
+                    "tasks_dropped": int(v.get("dropped", 0)), "reordered_pass": int(v.get("reordered_pass", 0)),
+                    "alternatives": int(v.get("alternatives", 0)),
+                    "alternatives_passed": int(v.get("alternatives_passed", 0))})
     return details
 
 
@@ -50,7 +55,7 @@ STAGE = Stage(
     name="world_verifiers",
     check="verifiers_valid",
     proves=("every oracle scores 1, doing nothing scores 0, every mutant that differs from gold "
-            "scores 0, reordered independent steps still score 1"),
+            "scores 0, reordered independent steps and every valid alternative solution still score 1"),
     make=make_verifiers,
     prove=prove_verifiers,
     writes=("verifiers.json", "verifier_report.jsonl"),

@@ -255,7 +255,7 @@ class TaskBuilder:
                 target = self.spec.table(col.ref)
                 if not has_name(target):
                     return None
-                rows = self.rows(target)
+                rows = self.rows_in(target, col.ref_states) if col.ref_states else self.rows(target)
                 if not rows:
                     return None
                 row = self.rng.choice(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
 from ..workflow import guards_hold, id_param, render_verb
@@ -59,4 +60,4 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
                       args={col.name: pid, table.workflow.column: state, "limit": SEARCH_MAX})
     oracle = paddr.lookup + [search] + said[1] + [
         ToolCall(tool=tr.name, args={id_param(table): r["id"], **args}) for r in rows]
-    return Plan(b.rng.choice(PHRASES).format(Verb=cap(verb), verb=verb), oracle, table.name)
+    return Plan(fill(b.rng.choice(PHRASES), Verb=cap(verb), verb=verb), oracle, table.name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
 from ..workflow import guards_hold, id_param, render_verb
@@ -56,8 +57,8 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         return None
     taken = guards_hold(tr, row, args, b.rules)
     chosen, chosen_args, lookups = (tr, args, said[1]) if taken else (alt, alt_args, alt_said[1])
-    text = b.rng.choice(PHRASES).format(
-        obj=addr.text, says=says, a=render_verb(tr, "it", said[0]), b=render_verb(alt, "it", alt_said[0]))
+    text = fill(b.rng.choice(PHRASES), obj=addr.text, says=says,
+                a=render_verb(tr, "it", said[0]), b=render_verb(alt, "it", alt_said[0]))
     oracle = addr.lookup + b.getter(table, row) + [
         ToolCall(tool="search_business_rules", args={"name": guard.rule}),
         *lookups,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import TableDef, ToolCall
 
 from ..workflow import guards_hold
@@ -78,5 +79,5 @@ def _create_plan(b: TaskBuilder, table: TableDef) -> Plan | None:
     args, said, lookups = made
     if not said:
         return None
-    text = b.rng.choice(CREATE_PHRASES).format(thing=table.singular, said=", ".join(said))
+    text = fill(b.rng.choice(CREATE_PHRASES), thing=table.singular, said=", ".join(said))
     return Plan(cap(text), [*lookups, ToolCall(tool=tool_name(table, "create"), args=args)], table.name)

@@ -1,10 +1,11 @@
 """decline: a request a business rule forbids. The oracle reads the record and the rule and changes
-nothing; the answer names the rule."""
+nothing; the answer names the rule (graded by its name, label or id, and no other rule)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
 from ..workflow import guards_hold, render_verb
@@ -15,10 +16,10 @@ from .words import cap, tool_name
 FAMILY = "decline"
 QUOTA = 8
 TRIES = 3
-PHRASES = [
-    "{Verb}. If a company rule does not allow it, do not do it and tell me which rule stops it.",
-    "Please {verb}, unless our rules forbid it; in that case leave it as it is and name the rule.",
-    "{Verb} if policy allows. If it does not, change nothing and say which policy value is in the way.",
+PHRASES = [  # each says what the answer is: the one business rule in the way, by its name, label or id
+    "{Verb}. If a company rule does not allow it, do not do it and name the business rule that stops it.",
+    "Please {verb}, unless our rules forbid it; in that case leave it as it is and name the business rule.",
+    "{Verb} if policy allows. If it does not, change nothing and name the business rule in the way.",
 ]
 
 
@@ -51,5 +52,5 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         return None
     verb = render_verb(tr, addr.text, said[0])
     oracle = [*addr.lookup, *b.getter(table, row), ToolCall(tool="search_business_rules", args={"name": rule.name})]
-    text = b.rng.choice(PHRASES).format(Verb=cap(verb), verb=verb)
-    return Plan(text, oracle, table.name, answer=rule.label, answer_type="reason")
+    text = fill(b.rng.choice(PHRASES), Verb=cap(verb), verb=verb)
+    return Plan(text, oracle, table.name, answer=rule.name, answer_type="reason")

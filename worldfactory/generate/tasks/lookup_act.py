@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import TableDef, ToolCall
 
 from ..workflow import guards_hold, id_param, render_verb
@@ -16,6 +17,7 @@ FAMILY = "lookup_act"
 QUOTA = 24
 TRIES = 3
 PHRASES = ["{Verb}.", "Please {verb}.", "We need to {verb}.", "Could you {verb}?", "Go ahead and {verb}."]
+CHANGE = "change the {field} of {obj} to {value}"
 NOTIFY_SHARE = 0.6  # of these tasks also email a contact
 
 
@@ -47,26 +49,27 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         change = _update_change(b, table, row)
         if change is None:
             return None
-        verb, extra, call_args = change
+        template, words, extra, call_args = change
         call = ToolCall(tool=tool_name(table, "update"), args={id_param(table): row["id"], **call_args})
-        verb = verb.format(obj=addr.text)
+        verb = fill(template, obj=addr.text, **words)
         oracle = addr.lookup + b.getter(table, row) + extra + [call]
     if b.rng.random() < NOTIFY_SHARE:
         told = b.notify(table, row, "done", addr.text)
         if told is not None:
             verb, oracle = f"{verb}, then {told[0]}", oracle + told[1]
     phrase = b.rng.choice(PHRASES)
-    return Plan(phrase.format(Verb=cap(verb), verb=verb), oracle, table.name)
+    return Plan(fill(phrase, Verb=cap(verb), verb=verb), oracle, table.name)
 
 
 def _update_change(b: TaskBuilder, table: TableDef, row: dict[str, Any]
-                   ) -> tuple[str, list[ToolCall], dict[str, Any]] | None:
-    """A change to one updatable column: the verb (with ``{obj}``), the lookups it needs, the arguments."""
+                   ) -> tuple[str, dict[str, str], list[ToolCall], dict[str, Any]] | None:
+    """A change to one updatable column: the verb's template (``{obj}`` and the words it names, filled in
+    one pass, so pack text in the words is never read as a placeholder), the lookups it needs, the arguments."""
     col = table.column(b.rng.choice(table.update))
     if col.enum:
         options = [v for v in col.enum if v != row[col.name]]
         value: Any = b.rng.choice(options)
-        return f"change the {col.human} of {{obj}} to {human(value)}", [], {col.name: value}
+        return CHANGE, {"field": col.human, "value": human(value)}, [], {col.name: value}
     if col.ref:
         target = b.spec.table(col.ref)
         if not (target.label and target.label in target.search):
@@ -76,21 +79,21 @@ def _update_change(b: TaskBuilder, table: TableDef, row: dict[str, Any]
             return None
         other = b.rng.choice(others)
         lookup = ToolCall(tool=f"search_{target.name}", args={target.label: other[target.label]})
-        text = f"make {target.singular} {other[target.label]} the {col.human} of {{obj}}"
-        return text, [lookup], {col.name: other["id"]}
+        words = {"thing": target.singular, "name": other[target.label], "field": col.human}
+        return "make {thing} {name} the {field} of {obj}", words, [lookup], {col.name: other["id"]}
     if col.type in ("money", "number") and row[col.name] is not None:
         value = round(float(row[col.name]) * b.rng.choice([0.8, 0.9, 1.1, 1.25]), 2)
         said = f"${value:,.2f}" if col.type == "money" else f"{value:g}"
-        return f"change the {col.human} of {{obj}} to {said}", [], {col.name: value}
+        return CHANGE, {"field": col.human, "value": said}, [], {col.name: value}
     if col.type == "integer" and row[col.name] is not None:
         step = max(1, round(abs(int(row[col.name])) * b.rng.choice([0.1, 0.2, 0.25])))
         value = int(row[col.name]) + b.rng.choice([-step, step])
         if col.minimum is not None and value < col.minimum:
             value = int(row[col.name]) + step
-        return f"change the {col.human} of {{obj}} to {value}", [], {col.name: value}
+        return CHANGE, {"field": col.human, "value": value}, [], {col.name: value}
     if col.type == "text" and not col.free_text:
         text = b.drawn_text(table, col, dict(row))
         if text is None or text == row[col.name]:
             return None
-        return f"change the {col.human} of {{obj}} to {text}", [], {col.name: text}
+        return CHANGE, {"field": col.human, "value": text}, [], {col.name: text}
     return None

@@ -14,7 +14,9 @@ from .words import has_name, human, in_state, of_parent
 FAMILY = "retrieval"
 QUOTA = 20
 TRIES = 4
-ANSWER_TYPES = {"money": "number", "number": "number", "integer": "int"}  # else "text"
+ANSWER_TYPES = {"money": "number", "number": "number", "integer": "int", "date": "date"}  # else "text"
+ASK = {"number": " Give the amount as a number.", "int": " Answer with a number.",  # the kind of answer wanted
+       "date": " Give the date (YYYY-MM-DD).", "text": ""}
 
 
 def candidates(b: TaskBuilder) -> Pools:
@@ -52,7 +54,8 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
             return None
         kind_of = ANSWER_TYPES.get(field.type, "text")
         answer = row[field.name] if kind_of != "text" else human(row[field.name])
-        q = f"What is the {field.human} of {addr.text}?"
+        ask = " Give the amount in dollars." if field.type == "money" else ASK[kind_of]
+        q = f"What is the {field.human} of {addr.text}?{ask}"
         return Plan(q, addr.lookup, table.name, answer=answer, answer_type=kind_of)
     assert col is not None and col.ref
     parent_table = b.spec.table(col.ref)
@@ -71,14 +74,14 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         state = b.rng.choice(sorted({r[wf] for r in rows}))
         n = sum(1 for r in rows if r[wf] == state)
         q = (f"How many {in_state(plural, state)} does {paddr.text} have?" if own
-             else f"How many {in_state(plural, state)} have {col.human} {paddr.text}?")
+             else f"How many {in_state(plural, state)} have {col.human} {paddr.text}?") + ASK["int"]
         search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": 1})
         return Plan(q, paddr.lookup + [search], table.name, answer=n, answer_type="int")
     if kind == "sum":
         money = b.rng.choice([c for c in table.columns if c.type == "money"])
         total = round(sum(float(r[money.name] or 0) for r in rows), 2)
         q = (f"What is the combined {money.human} of the {plural} {of}?" if "total" in money.human.split()
-             else f"What is the total {money.human} across the {plural} {of}?")
+             else f"What is the total {money.human} across the {plural} {of}?") + " Give the total in dollars."
         search = ToolCall(tool=f"search_{table.name}", args={col.name: key, "limit": SEARCH_MAX})
         return Plan(q, paddr.lookup + [search], table.name, answer=total, answer_type="number")
     assert table.workflow is not None and table.label
@@ -86,6 +89,6 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     state = b.rng.choice(sorted({r[wf] for r in rows}))
     names = [str(r[table.label]) for r in rows if r[wf] == state]
     label_h = table.column(table.label).human
-    q = f"List the {label_h} of every {in_state(table.singular, state)} {of}."
+    q = f"List the {label_h} of every {in_state(table.singular, state)} {of}, in any order."
     search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": SEARCH_MAX})
     return Plan(q, paddr.lookup + [search], table.name, answer=names, answer_type="list")

@@ -5,6 +5,7 @@ archive every sent email"), unless the step is destructive."""
 
 from __future__ import annotations
 
+from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
 from ..workflow import id_param, render_verb
@@ -42,4 +43,4 @@ def plan(b: TaskBuilder, candidate: Sweep) -> Plan | None:
     search = ToolCall(tool=f"search_{table.name}",
                       args={table.workflow.column: state, f"{day.name}_to": cutoff, "limit": SEARCH_MAX})
     calls = [search] + [ToolCall(tool=tr.name, args={id_param(table): r["id"], **args}) for r in chosen]
-    return Plan(b.rng.choice(PHRASES).format(Verb=cap(verb), verb=verb), calls, table.name)
+    return Plan(fill(b.rng.choice(PHRASES), Verb=cap(verb), verb=verb), calls, table.name)

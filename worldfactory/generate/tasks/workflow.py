@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
 from .builder import TaskBuilder
@@ -58,5 +59,5 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         ToolCall(tool="create_note", args={"subject_id": row["id"], "body": note}),
         *told[1],
     ]
-    text = b.rng.choice(PHRASES).format(anchor=addr.text, create=create, note=note, notify=told[0])
+    text = fill(b.rng.choice(PHRASES), anchor=addr.text, create=create, note=note, notify=told[0])
     return Plan(cap(text), oracle, table.name)

@@ -1,0 +1,95 @@
+"""Scripted policies with one known weakness each: the failure taxonomy must name it as their top cause.
+
+Each is the oracle with one habit, deterministic (no random draw):
+
+- `rule_blind` never reads a business rule: where a rule picks between actions it takes its table's
+  first transition, and where a rule forbids the asked action it does it anyway;
+- `first_write` stops after its first write and answers nothing;
+- `name_confuser` looks records up by the first word of their name and acts on the first other
+  record that matches (Zenith Logistics for Zenith Textiles).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from worldfactory.runtime.episode import Episode
+from worldfactory.spec import Task
+
+RULE_TABLE = "business_rules"
+NAME_KEYS = ("name", "full_name", "title")
+
+
+def _spec(episode: Episode, tool: str) -> dict[str, Any]:
+    return episode.world.tools_by_name[tool]
+
+
+def _writes(episode: Episode, tool: str) -> bool:
+    return not (_spec(episode, tool).get("annotations") or {}).get("read_only_hint", False)
+
+
+def first_write_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
+    """The oracle until its first write; then it stops, with no answer."""
+    for call in task.oracle:
+        episode.call(call.tool, call.args)
+        if _writes(episode, call.tool):
+            return None
+    return task.answer
+
+
+def rule_blind_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
+    """The oracle without its business-rule reads, taking the permissive action where a rule decides."""
+    manifest = episode.world.tool_manifest
+    if not any(_spec(episode, c.tool).get("table") == RULE_TABLE for c in task.oracle):
+        for call in task.oracle:
+            episode.call(call.tool, call.args)
+        return task.answer
+    last_get: tuple[str, dict[str, Any]] | None = None
+    wrote = False
+    for call in task.oracle:
+        spec = _spec(episode, call.tool)
+        if spec.get("table") == RULE_TABLE:
+            continue
+        tool = call.tool
+        if spec.get("kind") == "transition":
+            params = set(spec["input_schema"].get("properties", {}))
+            tool = next(t["name"] for t in manifest if t.get("table") == spec.get("table")
+                        and t.get("kind") == "transition" and set(t["input_schema"].get("properties", {})) == params)
+        episode.call(tool, call.args)
+        wrote = wrote or _writes(episode, tool)
+        if spec.get("kind") == "get":
+            last_get = (spec["table"], call.args)
+    if not wrote and last_get is not None:  # a rule forbids what was asked: it does it all the same
+        words = set(re.findall(r"[a-z]+", task.instruction.lower()))
+        table, args = last_get
+        act = next((t["name"] for t in manifest if t.get("table") == table and t.get("kind") == "transition"
+                    and t["name"].split("_")[0] in words), None)
+        if act is not None:
+            episode.call(act, args)
+            return None
+    return task.answer
+
+
+def name_confuser_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
+    """The oracle, except that a search by a name of several words takes the first other record it finds."""
+    swap: dict[tuple[str, Any], Any] = {}  # (id argument's prefix, right id) -> the id it uses instead
+    for call in task.oracle:
+        spec = _spec(episode, call.tool)
+        args = {k: swap.get((k.removesuffix("_id"), v), v) if k.endswith("_id") else v for k, v in call.args.items()}
+        key = next((k for k in NAME_KEYS if isinstance(args.get(k), str) and len(args[k].split()) > 1), None)
+        if spec.get("kind") != "search" or key is None:
+            episode.call(call.tool, args)
+            continue
+        exact = args[key]
+        step = episode.call(call.tool, {**args, key: exact.split()[0]})
+        rows = (step.result or {}).get("results") or []
+        right = next((r.get("id") for r in rows if r.get(key) == exact), None)
+        wrong = next((r.get("id") for r in rows if r.get(key) != exact), None)
+        if right is not None and wrong is not None:
+            swap[(str(spec.get("table", "")).removesuffix("s"), right)] = wrong
+    return task.answer
+
+
+WEAK = {"rule_blind": rule_blind_policy, "first_write": first_write_policy, "name_confuser": name_confuser_policy}
