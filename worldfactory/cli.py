@@ -172,7 +172,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                                                        args.jobs)
         except KeyboardInterrupt:
             progress.stop()
-            ERR.print("error: the build was stopped; its runs in progress are marked failed and its half-made "
+            ERR.print("error: the build was stopped; its Dagster runs in progress are marked failed and its half-made "
                       "files removed (nothing half-built is published). Build again to finish.",
                       markup=False, highlight=False, soft_wrap=True)
             return 130

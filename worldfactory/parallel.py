@@ -53,6 +53,10 @@ def _die_with_parent() -> None:
 def _init(events: Any, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     global _EVENTS
     _die_with_parent()
+    # A stopped build SIGTERMs its workers (_stop_workers): as KeyboardInterrupt, so the item's own cleanup
+    # (build_world removes its work folder) runs before the worker exits.
+    signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT) if callable(signal.getsignal(signal.SIGINT))
+                  else signal.default_int_handler)
     _EVENTS = events
     if initializer is not None:
         initializer(*initargs)
