@@ -24,6 +24,8 @@ from worldfactory.safe_text import printable
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from worldfactory.rollouts import RolloutConfig
 
 
@@ -161,16 +163,41 @@ def cmd_build(args: argparse.Namespace) -> int:
             done.add(wid)
             moved(f"{wid}: {'done' if ok else 'FAILED'}")
 
-        if args.no_dagster:
-            results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done, args.jobs)
-        else:
-            results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done, args.jobs)
+        try:
+            with _sigterm_interrupts():
+                if args.no_dagster:
+                    results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done, args.jobs)
+                else:
+                    results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done,
+                                                       args.jobs)
+        except KeyboardInterrupt:
+            progress.stop()
+            ERR.print("error: the build was stopped; its Dagster runs in progress are marked failed and its half-made "
+                      "files removed (nothing half-built is published). Build again to finish.",
+                      markup=False, highlight=False, soft_wrap=True)
+            return 130
     _print_results(results, args.json)
     for wid, why in failures:
         ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False, soft_wrap=True)
     if failures and not args.no_dagster:
         ERR.print("Each failed run is in the Dagster UI with its checks and logs: `worldfactory ui`.")
     return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a build as Ctrl-C does (KeyboardInterrupt), so the runner can mark its runs failed and
+    remove its scratch files; by default it would end the process on the spot and leave runs STARTED."""
+    import signal
+
+    def stop(_signo: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _engine_worker(task: tuple[str, str, str, bool]) -> Any:
