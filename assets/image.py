@@ -21,7 +21,7 @@ CHECK = "image_serves_world"
 
 @dg.asset(name="world_image", partitions_def=world_partitions, deps=[dg.AssetKey("world_bundle")], group_name=GROUP,
           kinds={"docker"}, pool="world_image",
-          check_specs=[dg.AssetCheckSpec(CHECK, asset="world_image", blocking=True,
+          check_specs=[dg.AssetCheckSpec(CHECK, asset="world_image", blocking=True, partitions_def=world_partitions,
                                          description="the container serves the published bundle: its files are "
                                                      "the bundle's, MCP lists its tools, one oracle passes")],
           description="An OCI image of the world: shared runtime + one layer with the bundle; MCP on port 8000.")
@@ -31,8 +31,8 @@ def world_image(context: dg.AssetExecutionContext, world_store: WorldStore) -> d
     probe = probe_image(built.image, bundle)
     if not probe.passed:
         context.log.error(f"{built.world_id}: {CHECK} failed at {probe.step}: {probe.reason}")
-    check_meta: dict = {"passed": probe.passed, "tools": probe.tools, "task_id": probe.task_id,
-                        "bundle_identical": probe.bundle_identical}
+    check_meta: dict = {"world_id": context.partition_key, "passed": probe.passed, "tools": probe.tools,
+                        "task_id": probe.task_id, "bundle_identical": probe.bundle_identical}
     if probe.first_answer_seconds is not None:
         check_meta["first_answer_seconds"] = dg.MetadataValue.float(probe.first_answer_seconds)
     if probe.reason:

@@ -7,9 +7,13 @@ puts its reason in its metadata when it fails, which stops that world's downstre
 
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
+
+# the pointer from a check evaluation to the materialization it checked; dagster exports no public name for it
+from dagster._core.definitions.asset_checks.asset_check_evaluation import AssetCheckEvaluationTargetMaterializationData
 
 from worldfactory.generate.page import PAGE
 from worldfactory.stages import STAGES
@@ -24,11 +28,17 @@ PROGRESS: ContextVar[Callable[[str, str], None] | None] = ContextVar("worldfacto
 GROUP = "world"
 
 
+def bundle_path(store: WorldStore, world_id: str) -> Path:
+    """Where the world's published bundle lives (data/worlds/<id>/), not its work folder."""
+    return (store.data_root / "worlds" / world_id).resolve()
+
+
 def report_metadata(report: StageReport, store: WorldStore) -> dict[str, Any]:
     c = report.cost
+    bundle = bundle_path(store, report.world_id)
     meta: dict[str, Any] = {
         "world_id": report.world_id,
-        "path": dg.MetadataValue.path(str(store.work(report.world_id).path)),
+        "path": dg.MetadataValue.path(str(bundle)),
         "cpu_seconds": dg.MetadataValue.float(c.cpu_seconds),
         "wall_seconds": dg.MetadataValue.float(c.wall_seconds),
         "llm_prompt_tokens": dg.MetadataValue.int(c.llm_prompt_tokens),
@@ -38,8 +48,8 @@ def report_metadata(report: StageReport, store: WorldStore) -> dict[str, Any]:
     }
     meta.update({name: dg.MetadataValue.int(v) for name, v in sorted(report.counts.items())})
     meta.update({f"sha256/{name}": dg.MetadataValue.text(h) for name, h in sorted(report.files.items())})
-    if PAGE in report.files:  # the stage wrote the world's web page: link the published copy
-        meta["page"] = dg.MetadataValue.path(str((store.data_root / "worlds" / report.world_id / PAGE).resolve()))
+    if PAGE in report.files:  # the stage wrote the world's web page: a link to the published copy
+        meta["page"] = dg.MetadataValue.url((bundle / PAGE).as_uri())
     meta["summary"] = dg.MetadataValue.md(summary_markdown(report))
     return meta
 
@@ -53,27 +63,44 @@ def summary_markdown(report: StageReport) -> str:
                       *[f"| {k} | {v} |" for k, v in rows]])
 
 
-def proof_metadata(proof: Proof) -> dict[str, Any]:
-    meta: dict[str, Any] = {"world_id": proof.world_id, "passed": proof.passed}
-    if proof.reason:
-        meta["reason"] = dg.MetadataValue.md(f"```\n{proof.reason}\n```")
-    for key, value in sorted(proof.details.items()):
-        meta[key] = value
-    return meta
+def proof_metadata(proof: Proof, store: WorldStore) -> dict[str, Any]:
+    """One world's check metadata, the same keys whether it passed or failed and whatever the run size.
+
+    The keys: world_id, passed, reason (empty when it passed), counts (the proof's details, a JSON
+    object, empty when it failed) and path (the world's published bundle), so "did world X pass?"
+    reads the same in the UI for a one-world run and a batch.
+    """
+    return {"world_id": proof.world_id, "passed": proof.passed,
+            "reason": dg.MetadataValue.md(f"```\n{proof.reason}\n```" if proof.reason else ""),
+            "counts": dg.MetadataValue.json(dict(sorted(proof.details.items()))),
+            "path": dg.MetadataValue.path(str(bundle_path(store, proof.world_id)))}
 
 
-def check_result(name: str, proofs: Sequence[Proof]) -> dg.AssetCheckResult:
-    """One of a stage's checks (its proof's or a gate's) over the worlds of a step."""
-    if len(proofs) == 1:
-        meta = proof_metadata(proofs[0])
-        meta["passed"] = proofs[0].check_passed(name)
-    else:
-        failed = [p for p in proofs if not p.check_passed(name)]
-        meta = {"worlds_in_run": len(proofs), "failed_worlds": len(failed)}
-        if failed:
-            meta["reason"] = dg.MetadataValue.md("\n".join(f"- {p.world_id}: {p.reason}" for p in failed))
-    return dg.AssetCheckResult(check_name=name, passed=all(p.check_passed(name) for p in proofs),
-                               severity=dg.AssetCheckSeverity.ERROR, metadata=meta)
+def check_evaluations(context: dg.AssetExecutionContext, spec: dg.AssetCheckSpec, proofs: Sequence[Proof],
+                      store: WorldStore) -> Iterator[dg.Output | dg.AssetCheckEvaluation]:
+    """The check's output, then one evaluation per world, each on its world's partition.
+
+    An AssetCheckResult takes its partition from the run's single partition key, so a run over a
+    range of worlds records its check once, on no partition ("Partition —" in the UI). An
+    AssetCheckEvaluation names its partition, and a failed blocking one still fails the step. Each
+    points at the materialization of its own partition that this run just recorded.
+    """
+    yield dg.Output(None, output_name=context.assets_def.get_output_name_for_asset_check_key(spec.key))
+    latest: dict[str, AssetCheckEvaluationTargetMaterializationData] = {}
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=spec.asset_key, asset_partitions=[p.world_id for p in proofs]),
+        limit=len(proofs)).records
+    for record in records:
+        if record.run_id == context.run.run_id and record.partition_key not in latest:
+            latest[record.partition_key] = AssetCheckEvaluationTargetMaterializationData(
+                storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp)
+    for proof in proofs:
+        passed = proof.check_passed(spec.name)  # a gate can fail while the proof's own check holds, or the reverse
+        yield dg.AssetCheckEvaluation(asset_key=spec.asset_key, check_name=spec.name, passed=passed,
+                                      metadata={**proof_metadata(proof, store), "passed": passed},
+                                      severity=dg.AssetCheckSeverity.ERROR,
+                                      blocking=spec.blocking, partition=proof.world_id,
+                                      target_materialization_data=latest.get(proof.world_id))
 
 
 def add_partition_metadata(context: dg.AssetExecutionContext, targeted: Sequence[str],
@@ -138,8 +165,10 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
     `worldfactory/force=true`; the stages after it are then skipped by Dagster.
     """
     first = not deps
-    specs = [dg.AssetCheckSpec(stage.check, asset=stage.name, blocking=True, description=stage.proves),
-             *(dg.AssetCheckSpec(g.check, asset=stage.name, blocking=True, description=g.proves) for g in stage.gates)]
+    # the proof's check, then one per gate the stage declares (a figure its proof counts that must be whole)
+    specs = [dg.AssetCheckSpec(name, asset=stage.name, blocking=True, description=proves,
+                               partitions_def=world_partitions)
+             for name, proves in ((stage.check, stage.proves), *((g.check, g.proves) for g in stage.gates))]
 
     @dg.asset(name=stage.name, partitions_def=world_partitions, deps=list(deps), group_name=GROUP,
               kinds={"python", "sqlite"}, automation_condition=nightly_condition(), check_specs=specs, pool=pool,
@@ -147,7 +176,7 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
               backfill_policy=world_backfill_policy,
               description=f"{stage.name}: writes {', '.join(stage.writes)}. Proof: {stage.proves}.")
     def _asset(context: dg.AssetExecutionContext, world_store: WorldStore,
-               rollout_policy: RolloutPolicy) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:
+               rollout_policy: RolloutPolicy) -> Iterator[dg.MaterializeResult | dg.Output | dg.AssetCheckEvaluation]:
         # every stage gets the policy so its BuildContext is whole; only task_rollouts reads it
         keys = list(context.partition_keys)
         if first and context.run.tags.get(FORCE_TAG) != "true" and not stale_worlds(context.instance, world_store,
@@ -155,10 +184,10 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
             why = (f"{', '.join(keys)}: up to date (its latest bundle, in Dagster and on disk, has the current "
                    f"inputs fingerprint); not rebuilt. Tag the run {FORCE_TAG}=true to rebuild anyway.")
             context.log.info(why)
-            # no materialization: Dagster skips every later stage; the check says why (its output is required)
-            for name in stage.checks:
-                yield dg.AssetCheckResult(check_name=name, passed=True, severity=dg.AssetCheckSeverity.ERROR,
-                                          metadata={"up_to_date": True, "reason": why})
+            # no materialization: Dagster skips every later stage; each world's check says why (its output is required)
+            skipped = [Proof(world_id=k, stage=stage.name, check=stage.check, passed=True, reason=why) for k in keys]
+            for spec in specs:
+                yield from check_evaluations(context, spec, skipped, world_store)
             return
         hook = PROGRESS.get()
         reports: list[StageReport] = []
@@ -183,9 +212,10 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
         else:
             add_partition_metadata(context, keys, per_world)
             meta = {"worlds_in_run": dg.MetadataValue.int(len(reports))}
-        checks = [check_result(name, proofs) for name in stage.checks]  # the proof's check, then each gate's
         # a one-world run: the world's inputs fingerprint is the data version of this partition
         version = dg.DataVersion(inputs[keys[0]]) if len(keys) == 1 else None
-        yield dg.MaterializeResult(metadata=meta, check_results=checks, data_version=version)
+        yield dg.MaterializeResult(metadata=meta, data_version=version)
+        for spec in specs:
+            yield from check_evaluations(context, spec, proofs, world_store)
 
     return _asset

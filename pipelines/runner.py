@@ -46,6 +46,11 @@ telemetry:
 """ + RUN_MONITORING
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 PROCESS_TAG = "worldfactory/process"  # host:pid:start time of the process that runs the build
+IN_PROGRESS = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
+               dg.DagsterRunStatus.CANCELING]
+# What an interrupt (SIGINT, or SIGTERM, which Dagster maps to it during a run) inside a step becomes.
+INTERRUPTS = {"KeyboardInterrupt", "DagsterExecutionInterruptedError"}
+STOPPED = "the build was stopped (SIGINT or SIGTERM) while this run was in progress"
 
 
 def _start_ticks(pid: int) -> str | None:
@@ -77,9 +82,7 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     """Mark failed the in-progress runs this host's builds started whose process is gone (killed mid-build)."""
     host = socket.gethostname()
     failed = []
-    for record in instance.get_run_records(dg.RunsFilter(statuses=[
-            dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
-            dg.DagsterRunStatus.CANCELING])):
+    for record in instance.get_run_records(dg.RunsFilter(statuses=IN_PROGRESS)):
         run = record.dagster_run
         tag = run.tags.get(PROCESS_TAG, "")
         if tag.count(":") < 2 or tag.rsplit(":", 2)[0] != host or _alive(tag):
@@ -88,6 +91,49 @@ def fail_dead_runs(instance: dg.DagsterInstance) -> list[str]:
                                         "is gone: it was killed or crashed mid-build")
         failed.append(run.run_id)
     return failed
+
+
+def fail_own_runs(instance: dg.DagsterInstance, why: str) -> list[str]:
+    """Mark failed the in-progress runs of this process: the build was stopped (SIGINT, SIGTERM) mid-run."""
+    mine = process_tag()
+    failed = []
+    for record in instance.get_run_records(dg.RunsFilter(tags={PROCESS_TAG: mine}, statuses=IN_PROGRESS)):
+        instance.report_run_failed(record.dagster_run, why)
+        failed.append(record.dagster_run.run_id)
+    return failed
+
+
+def _gone(pid: str, own: bool) -> bool:
+    """Whether the process that named a scratch file is gone (or is this one, when `own`)."""
+    if not pid.isdigit():
+        return False
+    if own and int(pid) == os.getpid():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
+def clean_scratch(data_root: Path, own: bool = False) -> list[Path]:
+    """Remove what builds that are gone left half-made under data_root (and this process's own, when `own`,
+    as a stopped build exits): staging folders beside the published worlds, `--no-dagster` work folders
+    (build/.engine-<world>-<pid>) and files half-written into a work folder (.<name>.tmp-<pid>). A world's
+    work folder itself stays: Dagster's stage outputs live there, each written whole by a rename."""
+    removed: list[Path] = []
+    candidates = [*(data_root / "worlds").glob(".staging-*"), *(data_root / "build").glob(".engine-*"),
+                  *(data_root / "build").glob("*/.*.tmp-*"), *(data_root / "build").glob("*/*/.*.tmp-*")]
+    for path in candidates:
+        if _gone(path.name.rsplit("-", 1)[-1], own):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 class WorldOutcome(BaseModel):
@@ -134,6 +180,19 @@ def root_cause(error: Any) -> str:
     while getattr(error, "cause", None) is not None:
         error = error.cause
     return error.message.strip()
+
+
+def interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether the run ended because the build was interrupted: execute_in_process turns the interrupt
+    into a failed step (or a failed run) and returns, so the build would otherwise go on to the next world."""
+    for ev in result.get_step_failure_events():
+        error = ev.step_failure_data.error
+        while error is not None:
+            if error.cls_name in INTERRUPTS:
+                return True
+            error = error.cause
+    return any(ev.event_type == dg.DagsterEventType.RUN_FAILURE and "interrupted" in (ev.message or "")
+               for ev in result.all_events)
 
 
 def _failure(result: dg.ExecuteInProcessResult) -> str:
@@ -189,6 +248,8 @@ def _run(job: dg.JobDefinition, instance: dg.DagsterInstance, group: list[str], 
     else:
         res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
             **tags, RANGE_START: group[0], RANGE_END: group[-1]})
+    if not res.success and interrupted(res):
+        raise KeyboardInterrupt  # stop the build: the run is already reported failed
     return res, time.perf_counter() - started
 
 
@@ -248,6 +309,19 @@ def build_worlds(ids: list[str], store: WorldStore, force: bool = False, batch: 
     """
     instance = open_instance()
     fail_dead_runs(instance)
+    clean_scratch(store.data_root)
+    try:
+        return _build_worlds(instance, ids, store, force, batch, jobs, on_stage, on_done)
+    except KeyboardInterrupt:  # stopped: no run of this build stays in progress, no half-made file stays
+        fail_dead_runs(instance)  # the --jobs workers' runs (the workers are gone by now)
+        fail_own_runs(instance, STOPPED)
+        clean_scratch(store.data_root, own=True)
+        raise
+
+
+def _build_worlds(instance: dg.DagsterInstance, ids: list[str], store: WorldStore, force: bool, batch: int,
+                  jobs: int, on_stage: Callable[[str, str], None] | None,
+                  on_done: Callable[[WorldOutcome], None] | None) -> list[WorldOutcome]:
     defs = make_definitions(store)
     job = defs.resolve_job_def("world_build")
     existing = set(instance.get_dynamic_partitions(world_partitions.name))

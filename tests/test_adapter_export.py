@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, PYTHON
-from worldfactory.adapters.hf_dataset import ExportError, export_rows, write_dataset
+from worldfactory.adapters.hf_dataset import ExportError, export_rows, world_rows, write_dataset
 from worldfactory.catalog import query
 from worldfactory.cli import main
 
@@ -36,7 +36,9 @@ def test_export_loads_back_and_matches_the_catalog(worlds_dir: Path, tmp_path: P
     root = worlds_dir.parent
     r = export("--out", str(tmp_path / "ds"), data=root)
     assert r.returncode == 0, r.stderr
-    ds = datasets.load_from_disk(str(tmp_path / "ds"))
+    splits = datasets.load_from_disk(str(tmp_path / "ds" / "tasks"))
+    assert list(splits) == ["train", "validation", "test"]
+    ds = datasets.concatenate_datasets(list(splits.values())).sort(["world_id", "task_id"])
     _, catalog = query(root, CURATED_SQL)
     assert len(catalog) > 20 and {row[0] for row in catalog} == set(EXAMPLES)
     got = [(x["world_id"], x["task_id"], x["family"], x["instruction"], x["horizon"], x["answer_type"], x["pass_rate"])
@@ -45,7 +47,10 @@ def test_export_loads_back_and_matches_the_catalog(worlds_dir: Path, tmp_path: P
     assert f"wrote {len(catalog)} task(s) of {len(EXAMPLES)} world(s)" in r.stdout
 
     first = ds[0]
-    tools = json.loads(first["tools"])
+    assert "tools" not in ds.column_names  # the tools are a table of their own, once per world
+    tools_table = datasets.load_from_disk(str(tmp_path / "ds" / "tools"))
+    assert tools_table["world_id"] == sorted(EXAMPLES)
+    tools = json.loads(tools_table[tools_table["world_id"].index(first["world_id"])]["tools"])
     manifest = json.loads((worlds_dir / first["world_id"] / "tools.json").read_text())
     assert [t["function"]["name"] for t in tools] == [t["name"] for t in manifest]
     assert tools[0]["function"]["parameters"] == manifest[0]["input_schema"]
@@ -55,8 +60,7 @@ def test_export_loads_back_and_matches_the_catalog(worlds_dir: Path, tmp_path: P
     one = EXAMPLES[0]
     assert main(["export", one, "--data", str(root), "--format", "parquet", "--all-tasks",
                  "--out", str(tmp_path / "pq")]) == 0
-    pq = datasets.load_dataset("parquet", data_files=str(tmp_path / "pq" / "tasks.parquet"), split="train",
-                               cache_dir=str(tmp_path / "hf-cache"))
+    pq = datasets.load_dataset(str(tmp_path / "pq"), "tasks", cache_dir=str(tmp_path / "hf-cache"))["train"]
     served = json.loads((worlds_dir / one / "verifiers.json").read_text())["tasks"]
     assert pq.features == ds.features and sorted(pq["task_id"]) == pq["task_id"] == sorted(served)
     in_band = {x["task_id"]: x["pass_rate"] for x in ds if x["world_id"] == one}
@@ -66,10 +70,11 @@ def test_export_loads_back_and_matches_the_catalog(worlds_dir: Path, tmp_path: P
 def test_export_is_byte_for_byte_repeatable(worlds_dir: Path, tmp_path: Path) -> None:
     bundles = [worlds_dir / w for w in EXAMPLES]
     for out in ("a", "b"):
-        write_dataset(export_rows(bundles), tmp_path / out)
-        write_dataset(export_rows(list(reversed(bundles))), tmp_path / out, "parquet")
-    names = sorted(p.name for p in (tmp_path / "a").iterdir())
-    assert "tasks.parquet" in names and "state.json" in names
+        write_dataset(export_rows(bundles), tmp_path / out, worlds=world_rows(bundles))
+        write_dataset(export_rows(list(reversed(bundles))), tmp_path / out / "pq", "parquet",
+                      worlds=world_rows(list(reversed(bundles))))
+    names = sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert {"README.md", "tasks/dataset_dict.json", "pq/tasks/test.parquet", "pq/tools/tools.parquet"} <= set(names)
     for name in names:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
 
@@ -88,7 +93,7 @@ def test_bad_bundles_are_named(worlds_dir: Path, tmp_path: Path, capsys: pytest.
         export_rows([bundle])
     (bundle / "tools.json").unlink()
     with pytest.raises(ExportError, match=r"tools.json: missing"):
-        export_rows([bundle])
+        world_rows([bundle])
 
     assert main(["export", "--data", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 2
     assert "no built worlds under" in capsys.readouterr().err

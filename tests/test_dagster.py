@@ -72,10 +72,13 @@ def test_every_stage_materializes_with_cost_metadata_and_passing_checks(built: d
         checks = {e.check_name: e.passed for e in res.get_asset_check_evaluations()}
         assert checks == {c: True for s in STAGES for c in s.checks}
         [fair] = [e for e in res.get_asset_check_evaluations() if e.check_name == "alternatives_valid"]
-        assert fair.metadata["alternatives_passed"].value == fair.metadata["alternatives"].value > 0
+        fair_counts = fair.metadata["counts"].value
+        assert fair.metadata["passed"].value and fair_counts["alternatives_passed"] == fair_counts["alternatives"] > 0
         [validity] = [e for e in res.get_asset_check_evaluations() if e.check_name == "verifiers_valid"]
-        assert validity.metadata["caught_mutant_rate"].value == 1.0
-        assert validity.metadata["mutants"].value > validity.metadata["mutants_equivalent"].value > 0
+        counts = validity.metadata["counts"].value  # the proof's details, one JSON value
+        assert validity.partition == wid and validity.metadata["world_id"].value == wid
+        assert counts["caught_mutant_rate"] == 1.0
+        assert counts["mutants"] > counts["mutants_equivalent"] > 0
         for stage in STAGES:
             [mat] = res.asset_materializations_for_node(stage.name)
             assert mat.partition == wid
@@ -119,6 +122,7 @@ def test_catalogs_are_parquet_that_duckdb_reads(built: dict) -> None:
             assert list((root / "catalog" / table / f"world_id={wid}").glob("*.parquet")), (table, wid)
     con = duckdb.connect(str(root / "catalog.duckdb"), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{root}'")  # the views' paths are relative to the data root
         worlds = con.execute("SELECT world_id, tasks, oracle_pass, null_pass FROM worlds ORDER BY world_id").fetchall()
         assert [w[0] for w in worlds] == sorted(TWO)
         assert all(w[1] == w[2] and w[3] == 0 for w in worlds)
@@ -304,7 +308,8 @@ def test_nightly_skips_current_worlds_and_rebuilds_only_a_changed_domain(built: 
         instance=instance, partition_key=unchanged, raise_on_error=False, run_config=QUIET)
     assert res.success and not res.get_asset_materialization_events()
     [check] = res.get_asset_check_evaluations()
-    assert check.check_name == "brief_valid" and check.metadata["up_to_date"].value is True
+    assert check.check_name == "brief_valid" and check.passed and check.partition == unchanged
+    assert "up to date" in check.metadata["reason"].value
     skipped = {e.step_key for e in res.all_events if e.event_type_value == "STEP_SKIPPED"}
     assert skipped == {s.name for s in STAGES[1:]}
 
@@ -336,6 +341,7 @@ def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates:
     assert (data / "catalog.duckdb").is_file()
     con = duckdb.connect(str(data / "catalog.duckdb"), read_only=True)
     try:
+        con.execute(f"SET file_search_path = '{data}'")  # the views' paths are relative to the data root
         assert sorted(w for (w,) in con.execute("SELECT world_id FROM worlds").fetchall()) == sorted([wid, other])
     finally:
         con.close()

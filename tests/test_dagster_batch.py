@@ -12,9 +12,11 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 
 from tests.conftest import SMALL, small_templates_at
 from worldfactory.fingerprints import world_inputs_fingerprint
+from worldfactory.generate.page import PAGE
 from worldfactory.stages import STAGES
 from worldfactory_dagster.assets.stage import add_partition_metadata
 from worldfactory_dagster.assets.versions import stale_worlds
@@ -24,6 +26,8 @@ warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 
 BROKEN, FINE = SMALL
+# the keys every world's check result carries, whatever the run size and whether it passed
+CHECK_KEYS = {"world_id", "passed", "reason", "counts", "path"}
 
 
 @pytest.fixture
@@ -53,10 +57,7 @@ def test_one_run_over_two_worlds_records_each_worlds_own_metadata(tmp_path: Path
             assert (ours / f.name).read_bytes() == f.read_bytes(), (wid, f.name)
     instance = dg.DagsterInstance.from_config(str(home))
     try:
-        run_id = outcomes[0].run_id
-        checks = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-        assert len(checks) == len(STAGES)
-        assert all(c.dagster_event.event_specific_data.passed for c in checks)
+        _each_worlds_check(instance, outcomes[0].run_id, tmp_path / "data")
         ts = store.templates()
         for wid in SMALL:
             work = store.work(wid)
@@ -78,6 +79,42 @@ def test_one_run_over_two_worlds_records_each_worlds_own_metadata(tmp_path: Path
         instance.dispose()
     again = build_worlds(SMALL, store, batch=2)
     assert [o.skipped for o in again] == [True, True]
+
+
+def _each_worlds_check(instance: dg.DagsterInstance, run_id: str, data: Path) -> None:
+    """Checks per world partition: one evaluation per world and stage, on its partition, with one metadata
+    shape (CHECK_KEYS); the history the UI reads has them per partition; the page is a link and `path`
+    the published bundle, not the work folder."""
+    logs = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+    evals = [entry.dagster_event.event_specific_data for entry in logs]
+    assert len(evals) == len(STAGES) * len(SMALL)  # one per world and stage, not one per stage
+    for stage in STAGES:
+        mine = {e.partition: e for e in evals if e.asset_key == dg.AssetKey(stage.name)}
+        assert sorted(mine) == sorted(SMALL), stage.name  # each on its own world's partition
+        for wid, ev in mine.items():
+            assert ev.check_name == stage.check and ev.passed and ev.blocking
+            assert set(ev.metadata) == CHECK_KEYS, (stage.name, sorted(ev.metadata))
+            assert ev.metadata["world_id"].value == wid
+            assert ev.metadata["path"].value == str((data / "worlds" / wid).resolve())
+            assert ev.metadata["reason"].value == ""
+            # it points at this world's materialization in this run
+            assert ev.target_materialization_data is not None
+            assert ev.target_materialization_data.run_id == run_id
+    # the check history the UI reads: one execution per world, each on its partition, succeeded
+    for stage in STAGES:
+        history = instance.event_log_storage.get_asset_check_execution_history(
+            dg.AssetCheckKey(dg.AssetKey(stage.name), stage.check), limit=10)
+        assert sorted(h.partition for h in history) == sorted(SMALL), stage.name
+        assert all(h.status == AssetCheckExecutionRecordStatus.SUCCEEDED for h in history), stage.name
+    # the world page is a link to the published copy, and `path` the published bundle
+    for wid in SMALL:
+        [record] = instance.fetch_materializations(
+            dg.AssetRecordsFilter(dg.AssetKey("world_bundle"), asset_partitions=[wid]), limit=1).records
+        meta = record.asset_materialization.metadata
+        page = (data / "worlds" / wid / PAGE).resolve()
+        assert isinstance(meta["page"], dg.UrlMetadataValue) and meta["page"].url == page.as_uri()
+        assert meta["path"].value == str((data / "worlds" / wid).resolve())
+        assert page.is_file()
 
 
 def test_a_failed_batch_names_the_broken_world_and_builds_the_other(tmp_path: Path, home: Path,
@@ -102,9 +139,14 @@ def test_a_failed_batch_names_the_broken_world_and_builds_the_other(tmp_path: Pa
         assert len(batch) == 1 and batch[0].status == dg.DagsterRunStatus.FAILURE
         [failed] = [c for c in instance.all_logs(batch[0].run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
                     if not c.dagster_event.event_specific_data.passed]
-        meta = failed.dagster_event.event_specific_data.metadata
-        assert meta["failed_worlds"].value == 1 and meta["worlds_in_run"].value == 2
-        assert BROKEN in meta["reason"].value and FINE not in meta["reason"].value
+        ev = failed.dagster_event.event_specific_data
+        assert ev.partition == BROKEN and ev.metadata["world_id"].value == BROKEN  # the broken world's own check
+        assert "orphan_ledger" in ev.metadata["reason"].value and FINE not in ev.metadata["reason"].value
+        # the same keys as the fine world's check in its own one-world run
+        [fine_eval] = [c.dagster_event.event_specific_data for c in
+                       instance.all_logs(fine.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
+                       if c.dagster_event.event_specific_data.check_name == ev.check_name]
+        assert fine_eval.partition == FINE and set(fine_eval.metadata) == set(ev.metadata) == CHECK_KEYS
     finally:
         instance.dispose()
 

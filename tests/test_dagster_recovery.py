@@ -85,6 +85,7 @@ def test_a_killed_build_run_ends_failed_and_lost_catalog_rows_come_back(tmp_path
     assert '"skipped": true' in cached.stdout, cached.stdout[:400]  # cached: the repair, not a rebuild
     assert {t: sorted(p.read_bytes() for p in d.glob("*.parquet")) for t, d in parts.items()} == before
     con = duckdb.connect(str(tmp_path / "data" / "catalog.duckdb"), read_only=True)
+    con.execute(f"SET file_search_path = '{tmp_path / 'data'}'")  # the views' paths are relative to the data root
     assert con.execute("SELECT count(*) FROM worlds WHERE world_id = ?", [WORLD]).fetchone() == (1,)
     assert con.execute("SELECT count(*) FROM tasks WHERE world_id = ?", [WORLD]).fetchone()[0] > 0
 

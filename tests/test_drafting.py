@@ -232,7 +232,8 @@ def test_a_model_that_never_gets_it_right_fails_clearly_publishes_nothing_and_it
     assert "no draft proved after 3 replies (2 repairs)" in message and "field 'anchor': Field required" in message
     quoted = model.bodies[1]["messages"][-1]["content"]
     assert "Stage seed_database failed its check 'seed_integrity'" in quoted
-    assert "invariant 'no request has a fee' fails" in quoted
+    assert "invariant 'no request has a fee' (domains/" in quoted  # the drafted pack's own field:
+    assert "field 'invariants[0:no request has a fee].sql') fails for" in quoted
     assert "not one JSON object" in model.bodies[2]["messages"][-1]["content"]
     assert not (root / "worlds").exists() or not any((root / "worlds").iterdir())
     row = cost_rows(root)["world_brief"]

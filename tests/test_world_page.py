@@ -136,7 +136,7 @@ def test_bundle_metadata_links_the_page_and_summarises() -> None:
     report = StageReport(world_id=SMALL[0], stage="world_bundle", files={PAGE: "ab", "world.json": "cd"},
                          counts={"files": 15, "bytes": 1000}, cost=StageCost(wall_seconds=1.5))
     meta = report_metadata(report, WorldStore(root="/tmp/wf-data"))
-    assert meta["page"].path == f"/tmp/wf-data/worlds/{SMALL[0]}/{PAGE}"
+    assert meta["page"].url == f"file:///tmp/wf-data/worlds/{SMALL[0]}/{PAGE}"
     assert "| files | 15 |" in meta["summary"].md_str and "| wall seconds | 1.50 |" in meta["summary"].md_str
 
 

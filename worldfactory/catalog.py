@@ -211,18 +211,32 @@ def _duck_type(t: pa.DataType) -> str:
     return "BIGINT" if t.bit_width == 64 else "INTEGER"
 
 
-def create_views(con: Any, catalog_root: Path) -> None:
-    """A view per catalog table over its Parquet glob; an empty, typed view when nothing is built yet."""
+def create_views(con: Any, catalog_root: Path, relative: bool = False) -> None:
+    """A view per catalog table over its Parquet glob; an empty, typed view when nothing is built yet.
+
+    With `relative`, the globs are relative to the data root, the catalog folder's parent
+    (`catalog/<table>/...`), so a DuckDB file holding these views keeps working when the data folder
+    moves; DuckDB resolves them against its `file_search_path` (set here while the views are made)
+    or else the working directory.
+    """
+    if relative:
+        con.execute(f"SET file_search_path = {_sql_text(str(catalog_root.resolve().parent))}")
     for table, schema in SCHEMAS.items():
         folder = (catalog_root / table).resolve()
         if any(folder.glob("world_id=*/*.parquet")):
-            glob = str(folder / "world_id=*" / "*.parquet").replace("'", "''")
-            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet('{glob}', "
+            where = Path(catalog_root.name, table) if relative else folder
+            glob = _sql_text((where / "world_id=*" / "*.parquet").as_posix())
+            con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT * FROM read_parquet({glob}, "
                         f"hive_partitioning = true, hive_types = {{'world_id': VARCHAR}}, union_by_name = true)")
         else:
             cols = ", ".join(f"CAST(NULL AS {_duck_type(f.type)}) AS {f.name}" for f in schema)
             con.execute(f"CREATE OR REPLACE VIEW {table} AS SELECT {cols}, CAST(NULL AS VARCHAR) AS world_id "
                         f"WHERE false")
+
+
+def _sql_text(text: str) -> str:
+    """A SQL string literal (DuckDB's SET and read_parquet take no bound parameters)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def catalog_path(data_root: Path) -> Path:
@@ -231,7 +245,11 @@ def catalog_path(data_root: Path) -> Path:
 
 
 def refresh_database(data_root: Path) -> Path:
-    """Rewrite data/catalog.duckdb with the views (written beside, then renamed: one writer, no torn file)."""
+    """Rewrite data/catalog.duckdb with the views (written beside, then renamed: one writer, no torn file).
+
+    The views name their Parquet files relative to the data root: open the file with the data root as
+    the working directory, or run `SET file_search_path = '<data root>'` first.
+    """
     import duckdb
 
     target = catalog_path(data_root)
@@ -240,7 +258,7 @@ def refresh_database(data_root: Path) -> Path:
     data_root.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect(str(tmp))
     try:
-        create_views(con, data_root / "catalog")
+        create_views(con, data_root / "catalog", relative=True)
     finally:
         con.close()
     os.replace(tmp, target)

@@ -24,6 +24,8 @@ from worldfactory.safe_text import printable
 from worldfactory.stages import STAGES
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from worldfactory.rollouts import RolloutConfig
 
 
@@ -161,16 +163,41 @@ def cmd_build(args: argparse.Namespace) -> int:
             done.add(wid)
             moved(f"{wid}: {'done' if ok else 'FAILED'}")
 
-        if args.no_dagster:
-            results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done, args.jobs)
-        else:
-            results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done, args.jobs)
+        try:
+            with _sigterm_interrupts():
+                if args.no_dagster:
+                    results, failures = _build_engine(ids, root, ts, args.force, on_stage, on_done, args.jobs)
+                else:
+                    results, failures = _build_dagster(ids, root, args.force, args.batch, on_stage, on_done,
+                                                       args.jobs)
+        except KeyboardInterrupt:
+            progress.stop()
+            ERR.print("error: the build was stopped; its Dagster runs in progress are marked failed and its half-made "
+                      "files removed (nothing half-built is published). Build again to finish.",
+                      markup=False, highlight=False, soft_wrap=True)
+            return 130
     _print_results(results, args.json)
     for wid, why in failures:
         ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False, soft_wrap=True)
     if failures and not args.no_dagster:
         ERR.print("Each failed run is in the Dagster UI with its checks and logs: `worldfactory ui`.")
     return 1 if failures else 0
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM stops a build as Ctrl-C does (KeyboardInterrupt), so the runner can mark its runs failed and
+    remove its scratch files; by default it would end the process on the spot and leave runs STARTED."""
+    import signal
+
+    def stop(_signo: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _engine_worker(task: tuple[str, str, str, bool]) -> Any:
@@ -570,8 +597,15 @@ def cmd_query(args: argparse.Namespace) -> int:
     from worldfactory.catalog import query
 
     columns, rows = query(_root(args), args.sql)
-    if args.json:
+    if args.format == "json":
         print(json.dumps([dict(zip(columns, row, strict=True)) for row in rows], indent=1, default=str))
+        return 0
+    if args.format == "csv":  # a header line, then one line per row: for pipes and spreadsheets
+        import csv
+
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(["" if v is None else v for v in row] for row in rows)
         return 0
     table = Table(show_lines=False)
     for col in columns:
@@ -585,7 +619,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Curated tasks of built worlds as a Hugging Face dataset (the `trainers` extra)."""
-    from worldfactory.adapters.hf_dataset import export_rows, write_dataset
+    from worldfactory.adapters.hf_dataset import export_rows, world_rows, write_dataset
     from worldfactory.runtime.world import WorldError
 
     root = _root(args)
@@ -599,6 +633,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from worldfactory.cli_eval import run_bands
 
         bundles, bands = run_bands(root, args.run, bundles if args.worlds else None)
+    worlds = world_rows(bundles)  # tools.json and the pass band first: a bundle without them is named first
     rows = export_rows(bundles, all_tasks=args.all_tasks, bands=bands if args.run else None)
     try:
         import datasets
@@ -606,9 +641,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         ERR.print('error: `worldfactory export` needs the trainers extra: pip install -e ".[trainers]"')
         return 2
     datasets.disable_progress_bars()
-    target = write_dataset(rows, Path(args.out), args.format)
-    worlds = len({r["world_id"] for r in rows})
-    print(f"wrote {len(rows)} task(s) of {worlds} world(s) to {target} ({args.format})")
+    target = write_dataset(rows, Path(args.out), args.format, worlds=worlds, split_by=args.split_by,
+                           license=args.license, band_run=args.run)
+    n_worlds = len({r["world_id"] for r in rows})
+    print(f"wrote {len(rows)} task(s) of {n_worlds} world(s) to {target} ({args.format}; splits held out by "
+          f"{args.split_by}; card {target / 'README.md'})")
     return 0
 
 
@@ -933,15 +970,21 @@ def parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("query", help="read-only SQL over the catalogs (worlds, tasks, costs) with DuckDB")
     q.add_argument("sql", metavar="SQL")
-    q.add_argument("--json", action="store_true", help="a JSON array, one object per row")
+    q.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table (for reading), csv (a header, then a line per row) or json (an array of objects)")
+    q.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     q.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     q.set_defaults(fn=cmd_query)
 
     ex = sub.add_parser("export", help="curated tasks as a Hugging Face dataset (needs the trainers extra)")
     ex.add_argument("worlds", nargs="*", metavar="WORLD", help="world IDs or bundle paths (default: every built world)")
-    ex.add_argument("--out", required=True, help="folder to write (disk: datasets.load_from_disk; parquet: "
-                                                 "OUT/tasks.parquet)")
-    ex.add_argument("--format", choices=["disk", "parquet"], default="disk")
+    ex.add_argument("--out", required=True, help="folder to write: README.md (the dataset card), tasks/ (splits "
+                                                 "train, validation, test) and tools/ (one row per world)")
+    ex.add_argument("--format", choices=["disk", "parquet"], default="disk",
+                    help="disk: datasets.load_from_disk(OUT/tasks); parquet: datasets.load_dataset(OUT, 'tasks')")
+    ex.add_argument("--split-by", choices=["world", "domain"], default="world",
+                    help="hold out whole worlds (default) or whole domains in validation and test")
+    ex.add_argument("--license", default="other", help="the license the card declares (a Hub license id)")
     ex.add_argument("--all-tasks", action="store_true", help="every task the world serves, not only the curated ones")
     ex.add_argument("--run", help="an evaluation run's band (`worldfactory eval list`) instead of the build's")
     ex.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")

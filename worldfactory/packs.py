@@ -417,6 +417,38 @@ def check_domain(path: Path, domain: DomainPack, modules: dict[str, Module]) -> 
     return rep.lines
 
 
+def check_row_products(path: Path, domain: DomainPack, modules: dict[str, Module], scale: float) -> list[str]:
+    """`check-pack`: the rows each table can get as products down per_parent chains, with every module the
+    pack may compose, at the largest scale a world of it can have, held to the seed stage's bounds
+    (worldfactory.generate.data). Not part of check_set: a pack past them is still loaded, and refused
+    by the seed stage of the world that would make the rows."""
+    from worldfactory.generate.data import MAX_TABLE_ROWS, most_rows, world_rows_problem
+
+    rep = Report(path)
+    composed = [modules[n] for n in (*domain.modules, *domain.optional_modules) if n in modules]
+    tables = [t for m in composed for t in m.tables] + list(domain.tables)
+    rule_count = len({r.name for m in composed for r in m.rules} | {r.name for r in domain.rules})
+    most = most_rows(tables, scale, rule_count, domain.anchor)
+    at = f"at scale {scale:g}, the largest a world of this pack gets"
+    for i, t in enumerate(domain.tables):
+        if t.fill != "rules" and most[t.name] > MAX_TABLE_ROWS:
+            pp = t.per_parent
+            how = (f"{list(pp.count)} gives up to {most[t.name]:,} rows (per_parent counts multiply down the chain)"
+                   if pp is not None else f"{t.rows:,} gives {most[t.name]:,} rows")
+            rep.add(f"tables[{i}:{t.name}].{'per_parent.count' if pp is not None else 'rows'}",
+                    f"{how} {at}; a table has at most {MAX_TABLE_ROWS:,}")
+    for field_name in ("modules", "optional_modules"):
+        for i, name in enumerate(getattr(domain, field_name)):
+            for t in modules[name].tables if name in modules else []:
+                if t.fill != "rules" and most[t.name] > MAX_TABLE_ROWS:
+                    rep.add(f"{field_name}[{i}]", f"module '{name}' table '{t.name}' gets up to {most[t.name]:,} "
+                            f"rows under this pack's tables {at}; a table has at most {MAX_TABLE_ROWS:,}")
+    total = world_rows_problem(most)
+    if total:
+        rep.add("tables", f"{total} ({at}, with every module it may compose)")
+    return rep.lines
+
+
 def check_module(path: Path, module: Module, modules: dict[str, Module]) -> list[str]:
     rep = Report(path)
     tables = {t.name: t for m in modules.values() if m.name != module.name for t in m.tables}
@@ -491,6 +523,7 @@ def _kind_of(path: Path, data: Any) -> str:
 def check_files(paths: list[Path], templates: Path | None = None) -> list[str]:
     """Validate pack files without building: shape, then cross-references against the templates
     folder each file sits in (or `templates`, or the project's world_templates/ for a loose file)."""
+    from worldfactory.seeds import SCALE_SPREAD
     from worldfactory.templates import DEFAULT_TEMPLATES, TemplateError, _load_dir, _read_yaml, load_model
 
     lines: list[str] = []
@@ -510,7 +543,12 @@ def check_files(paths: list[Path], templates: Path | None = None) -> list[str]:
                 modules[item.name] = item
                 lines += check_module(path, item, modules)
             elif kind == "domains":
-                lines += check_domain(path, item, modules)
+                found = check_domain(path, item, modules)
+                if not found:
+                    types = _load_dir(root / "company_types", CompanyType)
+                    scale = max((ct.scale for ct in types.values()), default=1.0) * SCALE_SPREAD[1]
+                    found = check_row_products(path, item, modules, scale)
+                lines += found
             else:
                 lines += check_company_type(path, item, modules, _load_dir(root / "domains", DomainPack))
         except TemplateError as exc:

@@ -16,6 +16,7 @@ import os
 import queue
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -52,6 +53,10 @@ def _die_with_parent() -> None:
 def _init(events: Any, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     global _EVENTS
     _die_with_parent()
+    # A stopped build SIGTERMs its workers (_stop_workers): as KeyboardInterrupt, so the item's own cleanup
+    # (build_world removes its work folder) runs before the worker exits.
+    signal.signal(signal.SIGTERM, signal.getsignal(signal.SIGINT) if callable(signal.getsignal(signal.SIGINT))
+                  else signal.default_int_handler)
     _EVENTS = events
     if initializer is not None:
         initializer(*initargs)
@@ -64,6 +69,27 @@ def _drain(events: Any, on_event: Callable[..., None], wait_s: float = 0.0) -> N
         except queue.Empty:
             return
         on_event(*event)
+
+
+STOP_GRACE_S = 3.0  # how long stopped workers have to report their runs failed before they are killed
+# (a killed worker's run is failed by the parent: pipelines.runner.fail_dead_runs)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM each worker, so the item it is on ends now (a Dagster run turns it into a failed run), not
+    when it would have finished; SIGKILL any still there after STOP_GRACE_S. The pool keeps its processes
+    in a private field: concurrent.futures has no public way to end the items already running."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)  # then no next item: each worker exits after its current one
+    deadline = time.monotonic() + STOP_GRACE_S
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
 
 
 def run_in_processes(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
@@ -93,7 +119,8 @@ def run_in_processes(fn: Callable[[Any], Any], items: Iterable[Any], jobs: int,
                     item = pending.pop(future)
                     error = future.exception()
                     on_result(item, None if error is not None else future.result(), error)
-        except BaseException:
+        except BaseException:  # stopped (SIGINT, SIGTERM): the workers stop too, promptly
+            _stop_workers(pool)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
     # The workers have exited, so every event they put is in the pipe now (a queue's put is flushed by a

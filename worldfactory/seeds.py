@@ -21,6 +21,7 @@ from worldfactory.templates import TemplateSet
 # every path and catalog partition that named it). world_id_problem is the one check of the form.
 WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})\Z")
 EPOCH = date(2026, 1, 1)
+SCALE_SPREAD = (0.9, 1.15)  # a world's scale is its company type's times a draw from this range
 BRIEF_PREFIX = "brief"
 BRIEF_ID_RE = re.compile(rf"^{BRIEF_PREFIX}\.(?P<slug>[a-z0-9][a-z0-9-]*)--v(?P<variant>\d{{3}})\Z")
 
@@ -200,7 +201,7 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         generator_version=GENERATOR_VERSION,
         company_name=company_name or drawn_name,
         clock=clock.isoformat(),
-        scale=round(ctype.scale * rng.uniform(0.9, 1.15), 3),
+        scale=round(ctype.scale * rng.uniform(*SCALE_SPREAD), 3),
         modules=modules,
         rules=rules,
         departments=list(domain.departments),

@@ -496,6 +496,13 @@ class Invariant(Strict):
     sql: str
 
 
+class SourcedInvariant(Invariant):
+    """An invariant of a resolved world with where it was written (the pack file and field), so a failing one
+    is named exactly, not as "the domain or one of its modules"."""
+
+    source: str = ""  # e.g. "modules/crm.yaml: field 'invariants[1:customer_has_email].sql'"
+
+
 class Module(Strict):
     """A shared module (CRM, office, payments, ...) composed into domains."""
 
@@ -587,7 +594,7 @@ class WorldSpec(BaseModel):
     anchor: str
     tables: list[TableDef]
     rules: list[Rule]
-    invariants: list[Invariant]
+    invariants: list[SourcedInvariant]
     derive: list[str]
 
     def table(self, name: str) -> TableDef:

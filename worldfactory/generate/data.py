@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
+from collections.abc import Iterable
 from datetime import date, timedelta
 from typing import Any
 
@@ -17,7 +18,7 @@ from worldfactory import packsql
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, TableDef, Vocabulary, WorldSpec
+from worldfactory.spec import ColumnDef, SourcedInvariant, TableDef, Vocabulary, WorldSpec
 from worldfactory.templates import TemplateError
 
 EMAIL_DOMAINS = ["mail.example", "inbox.example", "post.example", "letters.example"]
@@ -222,33 +223,58 @@ def table_rows(table: TableDef, scale: float) -> int:
     return declared if declared < UNSCALED_BELOW else max(1, round(declared * scale))
 
 
-def row_bound_problems(spec: WorldSpec) -> list[str]:
-    """The most rows each table can get, as products down per_parent chains (a child gets up to
-    count[1] rows for every parent row, whatever its `where`); a table past MAX_TABLE_ROWS or a world
-    past MAX_WORLD_ROWS is refused before any row is made, naming the table's field and the bound."""
+def most_rows(tables: Iterable[TableDef], scale: float, rule_count: int, anchor: str | None = None) -> dict[str, int]:
+    """The most rows each table can get, as products down per_parent chains (a child gets up to count[1]
+    rows for every parent row, whatever its `where`); `$anchor` parents are `anchor`. For the seed stage
+    and for `check-pack`, so a hand-written pack hears of a chain that is too big before it is built."""
+    by_name = {t.name: t for t in tables}
     most: dict[str, int] = {}
+
+    def rows(t: TableDef, depth: int = 0) -> int:
+        if t.name not in most:
+            pp = t.per_parent
+            if t.fill == "rules":
+                most[t.name] = rule_count
+            elif pp is None:
+                most[t.name] = table_rows(t, scale)
+            else:
+                parent = by_name.get(anchor if pp.table == "$anchor" and anchor else pp.table)
+                most[t.name] = 0 if parent is None or depth > len(by_name) else rows(parent, depth + 1) * pp.count[1]
+        return most[t.name]
+
+    for t in by_name.values():
+        rows(t)
+    return most
+
+
+def world_rows_problem(most: dict[str, int]) -> str:
+    """Why these tables together are past MAX_WORLD_ROWS, or ''."""
+    total = sum(most.values())
+    if total <= MAX_WORLD_ROWS:
+        return ""
+    big = ", ".join(f"{n} {c:,}" for n, c in sorted(most.items(), key=lambda kv: -kv[1])[:3])
+    return (f"the tables can get up to {total:,} rows together (largest: {big}); a world has at "
+            f"most {MAX_WORLD_ROWS:,}: lower 'rows' or 'per_parent.count'")
+
+
+def row_bound_problems(spec: WorldSpec) -> list[str]:
+    """A table past MAX_TABLE_ROWS or a world past MAX_WORLD_ROWS (see most_rows) is refused before any row
+    is made, naming the table's field and the bound."""
+    most = most_rows(spec.tables, spec.brief.scale, len(spec.rules))
     problems: list[str] = []
     for table in spec.tables:
-        if table.fill == "rules":
-            most[table.name] = len(spec.rules)
-        elif table.per_parent is not None:
+        if table.fill == "rules" or most[table.name] <= MAX_TABLE_ROWS:
+            continue
+        if table.per_parent is not None:
             pp = table.per_parent
-            most[table.name] = most.get(pp.table, 0) * pp.count[1]
-            if most[table.name] > MAX_TABLE_ROWS:
-                problems.append(f"table '{table.name}': field 'per_parent.count' {list(pp.count)} gives up to "
-                                f"{most[table.name]:,} rows ({most.get(pp.table, 0):,} '{pp.table}' rows times "
-                                f"{pp.count[1]}); a table has at most {MAX_TABLE_ROWS:,}")
+            problems.append(f"table '{table.name}': field 'per_parent.count' {list(pp.count)} gives up to "
+                            f"{most[table.name]:,} rows ({most.get(pp.table, 0):,} '{pp.table}' rows times "
+                            f"{pp.count[1]}); a table has at most {MAX_TABLE_ROWS:,}")
         else:
-            most[table.name] = table_rows(table, spec.brief.scale)
-            if most[table.name] > MAX_TABLE_ROWS:
-                problems.append(f"table '{table.name}': field 'rows' {table.rows:,} at scale {spec.brief.scale} "
-                                f"gives {most[table.name]:,} rows; a table has at most {MAX_TABLE_ROWS:,}")
-    total = sum(most.values())
-    if total > MAX_WORLD_ROWS:
-        big = ", ".join(f"{n} {c:,}" for n, c in sorted(most.items(), key=lambda kv: -kv[1])[:3])
-        problems.append(f"the tables can get up to {total:,} rows together (largest: {big}); a world has at "
-                        f"most {MAX_WORLD_ROWS:,}: lower 'rows' or 'per_parent.count'")
-    return problems
+            problems.append(f"table '{table.name}': field 'rows' {table.rows:,} at scale {spec.brief.scale} "
+                            f"gives {most[table.name]:,} rows; a table has at most {MAX_TABLE_ROWS:,}")
+    total = world_rows_problem(most)
+    return problems + ([total] if total else [])
 
 
 def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str, Any]]]:
@@ -316,10 +342,12 @@ def open_image(image: bytes) -> sqlite3.Connection:
     return conn
 
 
-def invariant_field(spec: WorldSpec, name: str) -> str:
-    """Where an invariant of the spec comes from, for messages: its pack (the domain or a module) and name."""
-    return (f"invariant '{name}' (field 'invariants[].sql' of domains/{spec.brief.domain}.yaml or of a module "
-            f"it composes: {', '.join(spec.brief.modules)})")
+def invariant_field(spec: WorldSpec, inv: SourcedInvariant) -> str:
+    """Where an invariant of the spec was written, for messages: its pack file and field."""
+    if inv.source:
+        return f"invariant '{inv.name}' ({inv.source})"
+    return (f"invariant '{inv.name}' (field 'invariants[].sql' of domains/{spec.brief.domain}.yaml or of a module "
+            f"it composes: {', '.join(spec.brief.modules)})")  # a spec written before invariants kept their source
 
 
 def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
@@ -343,10 +371,11 @@ def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
         conn.execute("ROLLBACK TO recheck")
         conn.execute("RELEASE recheck")
         for inv in spec.invariants:
-            rows = packsql.run(conn, inv.sql, "invariant", invariant_field(spec, inv.name))
+            where = invariant_field(spec, inv)
+            rows = packsql.run(conn, inv.sql, "invariant", where)
             bad = rows[0][0] if rows and rows[0] else 0
             if bad:
-                raise SeedDataError(f"invariant '{inv.name}' fails for {bad} rows")
+                raise SeedDataError(f"{where} fails for {bad} rows")
         counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
     finally:
         conn.close()

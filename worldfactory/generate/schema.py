@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from worldfactory.spec import Brief, ColumnDef, TableDef, WorldSpec
+from worldfactory.spec import Brief, ColumnDef, Invariant, SourcedInvariant, TableDef, WorldSpec
 from worldfactory.templates import TemplateError, TemplateSet
 
 SQL_TYPES = {
@@ -68,6 +68,12 @@ def _order(tables: list[TableDef]) -> list[TableDef]:
     return done
 
 
+def sourced(invariants: list[Invariant], pack_file: str) -> list[SourcedInvariant]:
+    """A pack's invariants with the file and field each was written at."""
+    return [SourcedInvariant(name=inv.name, sql=inv.sql, source=f"{pack_file}: field 'invariants[{i}:{inv.name}].sql'")
+            for i, inv in enumerate(invariants)]
+
+
 def build_spec(brief: Brief, templates: TemplateSet) -> WorldSpec:
     """Compose the domain's core with its modules into one resolved spec."""
     domain = templates.domains[brief.domain]
@@ -79,10 +85,10 @@ def build_spec(brief: Brief, templates: TemplateSet) -> WorldSpec:
         module = templates.modules[name]
         tables += [_resolve_table(t, anchor) for t in module.tables]
         rules += module.rules
-        invariants += module.invariants
+        invariants += sourced(module.invariants, f"modules/{name}.yaml")
     tables += [_resolve_table(t, anchor) for t in domain.tables]
     rules += domain.rules
-    invariants += domain.invariants
+    invariants += sourced(domain.invariants, f"domains/{domain.name}.yaml")
     tables = [t for t in tables if t.name not in brief.dropped_tables]
 
     names = [t.name for t in tables]
