@@ -87,9 +87,12 @@ def _each_worlds_check(instance: dg.DagsterInstance, run_id: str, data: Path) ->
     the published bundle, not the work folder."""
     logs = instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
     evals = [entry.dagster_event.event_specific_data for entry in logs]
-    assert len(evals) == len(STAGES) * len(SMALL)  # one per world and stage, not one per stage
+    # one per world and check (a stage's proof, and each gate it declares), not one per stage
+    assert len(evals) == sum(len(s.checks) for s in STAGES) * len(SMALL)
+    gates = [e for e in evals if e.check_name == "alternatives_valid"]
+    assert sorted(e.partition for e in gates) == sorted(SMALL) and all(e.passed and e.blocking for e in gates)
     for stage in STAGES:
-        mine = {e.partition: e for e in evals if e.asset_key == dg.AssetKey(stage.name)}
+        mine = {e.partition: e for e in evals if e.asset_key == dg.AssetKey(stage.name) and e.check_name == stage.check}
         assert sorted(mine) == sorted(SMALL), stage.name  # each on its own world's partition
         for wid, ev in mine.items():
             assert ev.check_name == stage.check and ev.passed and ev.blocking
