@@ -8,11 +8,14 @@ checks and lineage.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -238,18 +241,46 @@ def _world_seconds(store: WorldStore, world_id: str) -> float:
         return 0.0
 
 
+@contextlib.contextmanager
+def _stop_signals_seen() -> Iterator[Callable[[], bool]]:
+    """Whether SIGINT or SIGTERM arrived meanwhile, whatever handler was installed then. A run swallows an
+    interrupt that lands outside a step (Dagster's capture_interrupts records it, then forgets it as the run
+    ends), and the build would go on to its next world; the wakeup fd sees every signal."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+
+    def seen() -> bool:
+        try:
+            return any(n in (signal.SIGINT, signal.SIGTERM) for n in os.read(r, 4096))
+        except BlockingIOError:
+            return False
+
+    try:
+        yield seen
+    finally:
+        signal.set_wakeup_fd(previous)
+        os.close(r)
+        os.close(w)
+
+
 def _run(job: dg.JobDefinition, instance: dg.DagsterInstance, group: list[str], tags: dict[str, str]
          ) -> tuple[dg.ExecuteInProcessResult, float]:
     started = time.perf_counter()
     tags = {**tags, PROCESS_TAG: process_tag()}
-    if len(group) == 1:
-        res = job.execute_in_process(instance=instance, partition_key=group[0], raise_on_error=False,
-                                     run_config=QUIET, tags=tags)
-    else:
-        res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
-            **tags, RANGE_START: group[0], RANGE_END: group[-1]})
-    if not res.success and interrupted(res):
-        raise KeyboardInterrupt  # stop the build: the run is already reported failed
+    with _stop_signals_seen() as stopped:
+        if len(group) == 1:
+            res = job.execute_in_process(instance=instance, partition_key=group[0], raise_on_error=False,
+                                         run_config=QUIET, tags=tags)
+        else:
+            res = job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET, tags={
+                **tags, RANGE_START: group[0], RANGE_END: group[-1]})
+        if (not res.success and interrupted(res)) or stopped():
+            raise KeyboardInterrupt  # stop the build: a run cut short is already reported failed
     return res, time.perf_counter() - started
 
 

@@ -62,8 +62,9 @@ def test_a_stopped_build_leaves_no_run_in_progress_and_no_scratch(tmp_path: Path
         # promptly: before any next build, no run of this one is in progress
         left = list(instance.get_runs(dg.RunsFilter(job_name="world_build", statuses=IN_PROGRESS)))
         assert left == [], [(r.run_id, r.status) for r in left]
-        for run in started:
-            assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE
+        for run in started:  # cut short, or (a signal between its last step and its end) finished whole
+            assert instance.get_run_by_id(run.run_id).status in (dg.DagsterRunStatus.FAILURE,
+                                                                 dg.DagsterRunStatus.SUCCESS)
     assert _scratch(data) == []
     for world in (data / "worlds").iterdir() if (data / "worlds").is_dir() else []:
         assert (world / "world.json").is_file(), f"half a world published: {world}"  # whole, or not there
