@@ -1,0 +1,164 @@
+"""The realism audit: does a world's data keep to its own clock and to the order of its records?
+
+Every date column has a meaning (an event that happened, a plan that may lie ahead, or a period bound);
+a pack may declare it (`date_meaning` on the column), else it is inferred from the column's name by the
+rules in `MEANING_RULES`, the one place they live. Three rules are checked over a seed.db:
+
+- `event_after_today`: an event date lies after the world's clock (`brief.clock`);
+- `event_before_parent`: an event date lies before the origin date of a record the row refers to (a
+  contact created before its account, a claim filed before its policy starts);
+- `done_but_ahead`: a row whose status says the work is done has a plan date after the clock (a
+  completed booking scheduled next month).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from worldfactory.spec import ColumnDef, DateMeaning, TableDef, WorldSpec
+
+# First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
+MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
+    (r"^period_|_ending$|(^|_)ends?_(on|date)$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|^next_", "period"),
+    (r"scheduled|planned|starts?_(on|date)$|_for$|event_date|arrival|departure|pickup_date|return_date|"
+     r"check_in|shift_date|held_on|interview_date|expected", "plan"),
+)
+# Statuses that say the record's work has happened: its plan dates must not lie ahead.
+DONE_STATUSES = frozenset({
+    "completed", "complete", "closed", "closed_out", "resolved", "paid", "delivered", "returned", "received",
+    "fixed", "implemented", "installed", "executed", "picked_up", "settled", "refunded", "restored", "done",
+    "finished", "attended", "held", "checked_out", "no_show", "substantially_complete", "pod_received",
+    "invoiced",
+})
+RULES = ("event_after_today", "event_before_parent", "done_but_ahead")
+PER = 1000
+
+
+class Violation(BaseModel):
+    rule: str
+    table: str
+    row: int
+    column: str
+    detail: str
+
+
+class AuditReport(BaseModel):
+    world_id: str
+    clock: str
+    checked_rows: int
+    violations: list[Violation]
+
+    def by_rule(self) -> dict[str, int]:
+        counts = Counter(v.rule for v in self.violations)
+        return {r: counts.get(r, 0) for r in RULES}
+
+    def per_thousand(self) -> float:
+        return round(PER * len(self.violations) / self.checked_rows, 2) if self.checked_rows else 0.0
+
+
+def date_meaning(col: ColumnDef) -> DateMeaning:
+    """The column's declared meaning, else the first of MEANING_RULES its name matches, else an event."""
+    if col.date_meaning is not None:
+        return col.date_meaning
+    for pattern, meaning in MEANING_RULES:
+        if re.search(pattern, col.name):
+            return meaning
+    return "event"
+
+
+def status_column(table: TableDef) -> str | None:
+    """The column a row's state lives in: its workflow's, else a column named `status`."""
+    names = {c.name for c in table.columns}
+    col = table.workflow.column if table.workflow else "status"
+    return col if col in names else None
+
+
+def origin_column(table: TableDef) -> str | None:
+    """The date a record begins at, for its children: its first event date, else its first plan date."""
+    dates = [c for c in table.columns if c.type == "date"]
+    for meaning in ("event", "plan"):
+        for c in dates:
+            if date_meaning(c) == meaning:
+                return c.name
+    return None
+
+
+def _ref_table(spec: WorldSpec, ref: str) -> str | None:
+    name = spec.anchor if ref == "$anchor" else ref
+    return name if spec.has_table(name) else None
+
+
+def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
+    """Check every row of every table against the three rules; a row counts as checked when it has a date."""
+    today = spec.brief.clock
+    origins: dict[str, dict[int, str]] = {}
+    for table in spec.tables:
+        origin = origin_column(table)
+        if origin:
+            origins[table.name] = {i: d for i, d in conn.execute(f"SELECT id, {origin} FROM {table.name}") if d}
+    found: list[Violation] = []
+    checked = 0
+    for table in spec.tables:
+        dates = [c for c in table.columns if c.type == "date"]
+        if not dates:
+            continue
+        events = [c.name for c in dates if date_meaning(c) == "event"]
+        plans = [c.name for c in dates if date_meaning(c) == "plan"]
+        status = status_column(table)
+        refs = [(c.name, t) for c in table.columns if c.ref and not c.poly_ref
+                and (t := _ref_table(spec, c.ref)) is not None and t in origins]
+        cur = conn.execute(f"SELECT * FROM {table.name} ORDER BY id")
+        names = [d[0] for d in cur.description]
+        for values in cur:
+            row: dict[str, Any] = dict(zip(names, values, strict=True))
+            checked += 1
+            rid = row["id"]
+            for name in events:
+                when = row.get(name)
+                if when is None:
+                    continue
+                if when > today:
+                    found.append(Violation(rule="event_after_today", table=table.name, row=rid, column=name,
+                                           detail=f"{name} {when} is after today {today}"))
+                for ref_col, parent in refs:
+                    pid = row.get(ref_col)
+                    start = origins[parent].get(pid) if pid is not None else None
+                    if start is not None and when < start:
+                        found.append(Violation(
+                            rule="event_before_parent", table=table.name, row=rid, column=name,
+                            detail=f"{name} {when} is before {parent} {pid}'s {origin_column(spec.table(parent))} "
+                                   f"{start} ({ref_col})"))
+            if status and row.get(status) in DONE_STATUSES:
+                for name in plans:
+                    when = row.get(name)
+                    if when is not None and when > today:
+                        found.append(Violation(rule="done_but_ahead", table=table.name, row=rid, column=name,
+                                               detail=f"{status} '{row[status]}' but {name} {when} is after "
+                                                      f"today {today}"))
+    return AuditReport(world_id=spec.brief.world_id, clock=today, checked_rows=checked, violations=found)
+
+
+def audit_bundle(bundle: Path) -> AuditReport:
+    """Audit a built world's seed.db against its spec.json (read-only)."""
+    spec = WorldSpec.model_validate_json((bundle / "spec.json").read_bytes())
+    conn = sqlite3.connect(f"file:{bundle / 'seed.db'}?mode=ro", uri=True)
+    try:
+        return audit_db(spec, conn)
+    finally:
+        conn.close()
+
+
+def audit_image(spec: WorldSpec, image: bytes) -> AuditReport:
+    """Audit a seed image in memory (the seed stage's bytes)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(image)
+        return audit_db(spec, conn)
+    finally:
+        conn.close()
