@@ -14,6 +14,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from worldfactory import packsql
+from worldfactory.audit import date_meaning, is_done, origin_column, parent_refs
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
@@ -42,6 +43,8 @@ class _Gen:
         self.rng = rng
         self.clock = date.fromisoformat(spec.brief.clock)
         self.ids: dict[str, list[int]] = {}
+        self.origins: dict[str, dict[int, str]] = {}  # per table: row id -> its origin date (audit.origin_column)
+        self.refs: dict[str, list[tuple[str, str]]] = {}  # per table: audit.parent_refs
 
     def _ids(self, table: str) -> list[int]:
         ids = self.ids.get(table)
@@ -93,6 +96,51 @@ class _Gen:
             return out
 
         return re.sub(r"\{(\w+)\}", sub, text)
+
+    def _between(self, lo: date, hi: date) -> str:
+        return (lo + timedelta(days=self.rng.randint(0, max(0, (hi - lo).days)))).isoformat()
+
+    def date_value(self, col: ColumnDef, table: TableDef, row: dict[str, Any], parent: dict[str, Any] | None,
+                   n: int) -> Any:
+        """A date drawn within the clock's bounds for its meaning (worldfactory/audit.py): an event, or a plan
+        of a row whose status says done, at or before today; an event at or after the origin of every record
+        it belongs to (a contact after its account). Other dates as the generator draws them."""
+        meaning = date_meaning(col)
+        ceiling = self.clock if meaning == "event" or (meaning == "plan" and is_done(table, row)) else None
+        floor: date | None = None
+        if meaning == "event":
+            if table.name not in self.refs:
+                self.refs[table.name] = parent_refs(self.spec, table)
+            for ref_col, ref_table in self.refs[table.name]:
+                start = self.origins.get(ref_table, {}).get(row.get(ref_col))  # type: ignore[arg-type]
+                if start is not None and (floor is None or start > floor.isoformat()):
+                    floor = date.fromisoformat(start)
+            if floor is not None and floor > self.clock:
+                floor = None
+        g = col.gen
+        kind = next(iter(g)) if isinstance(g, dict) and g else None
+        if ceiling is None and floor is None or kind not in ("days_ago", "days_around", "date_after", "copy"):
+            return self.value(col, row, parent, n)
+        assert isinstance(g, dict)
+        if kind in ("days_ago", "days_around"):
+            if kind == "days_ago":
+                lo, hi = self.clock - timedelta(days=g[kind][0]), self.clock - timedelta(days=g[kind][1])
+            else:
+                lo, hi = self.clock - timedelta(days=g[kind][0]), self.clock + timedelta(days=g[kind][1])
+            if ceiling is not None:
+                hi = min(hi, ceiling)
+            if floor is not None:
+                lo = max(lo, floor)
+            return self._between(lo, max(lo, hi))
+        drawn = self.value(col, row, parent, n)
+        if drawn is None:
+            return None
+        out = date.fromisoformat(drawn)
+        if ceiling is not None:
+            out = min(out, ceiling)
+        if floor is not None:
+            out = max(out, floor)
+        return out.isoformat()
 
     def value(self, col: ColumnDef, row: dict[str, Any], parent: dict[str, Any] | None, n: int) -> Any:
         r, g = self.rng, col.gen
@@ -181,7 +229,9 @@ def _when_holds(col: ColumnDef, row: dict[str, Any]) -> bool:
 def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
               unique_seen: dict[str, set[Any]]) -> dict[str, Any]:
     row: dict[str, Any] = {"id": n}
-    plain = [c for c in table.columns if not c.when]
+    # dates after the other columns, so a date can keep to the row's status and to the records it refers to
+    plain = [c for c in table.columns if not c.when and c.type != "date"]
+    plain += [c for c in table.columns if not c.when and c.type == "date"]
     conditional = [c for c in table.columns if c.when]
     for col in plain + conditional:
         if table.per_parent and col.name == table.per_parent.column and parent is not None:
@@ -192,7 +242,8 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
             continue
         try:
             for _ in range(UNIQUE_TRIES):
-                value = _normalise(col, gen.value(col, row, parent, n))
+                value = _normalise(col, gen.date_value(col, table, row, parent, n) if col.type == "date"
+                                   else gen.value(col, row, parent, n))
                 if not col.unique or value not in unique_seen[col.name]:
                     break
             else:
@@ -275,6 +326,9 @@ def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str
             rows = [_make_row(gen, table, n, None, unique_seen) for n in range(1, count + 1)]
         out[table.name] = rows
         gen.ids[table.name] = [r["id"] for r in rows]
+        origin = origin_column(table)
+        if origin:
+            gen.origins[table.name] = {r["id"]: r[origin] for r in rows if r.get(origin)}
     return out
 
 
