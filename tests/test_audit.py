@@ -58,11 +58,13 @@ def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bund
     assert planted == {("event_after_today", "claims", 3, "filed_on"),
                        ("event_before_parent", "contacts", contact, "created_on"),
                        ("done_but_ahead", "calendar_events", 2, "starts_on")}
-    cli = subprocess.run([sys.executable, "-m", "worldfactory.cli", "audit", str(bundle)],
+    cli = subprocess.run([sys.executable, "-m", "worldfactory.cli", "audit", str(bundle), "--json"],
                          capture_output=True, text=True, check=False)
     assert cli.returncode == 1, cli.stderr
-    assert "event_after_today\tclaims row 3\tfiled_on" in cli.stdout
-    assert "done_but_ahead\tcalendar_events row 2\tstatus 'completed' but starts_on" in cli.stdout
+    [shown] = json.loads(cli.stdout)
+    assert {"rule": "done_but_ahead", "table": "calendar_events", "row": 2, "column": "starts_on",
+            "detail": f"status 'completed' but starts_on {ahead} is after today {today}"} in shown["violations"]
+    assert shown["by_rule"]["event_after_today"] >= 1 and shown["per_1000_rows"] > 0
 
 
 def test_a_declared_date_meaning_overrides_the_name(bundle: Path) -> None:

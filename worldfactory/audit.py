@@ -25,7 +25,7 @@ from worldfactory.spec import ColumnDef, DateMeaning, TableDef, WorldSpec
 
 # First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
 MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
-    (r"^period_|_ending$|(^|_)ends?_(on|date)$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|^next_", "period"),
+    (r"^period_|_ending$|(^|_)ends?_(on|date)$|^return_date$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|^next_", "period"),
     (r"scheduled|planned|starts?_(on|date)$|_for$|event_date|arrival|departure|pickup_date|return_date|"
      r"check_in|shift_date|held_on|interview_date|expected", "plan"),
 )
@@ -40,7 +40,8 @@ DONE_STATUSES = frozenset({
 # record older than its current owner's hire date is no contradiction; the actor of the event is checked.
 STAFF_TABLES = frozenset({"users"})
 ACTOR_REF = r"_by$|^(author|sender|actor|user)_id$"
-ORIGIN_PLAN = r"(^|_)(start|starts|effective)(_|$)"  # a plan date that begins a record (a policy's start)
+# a plan date that begins a record (a policy's start; not a work order's planned start, which notes precede)
+ORIGIN_PLAN = r"^(start_date|starts_on|period_start)$"
 RULES = ("event_after_today", "event_before_parent", "done_but_ahead")
 PER = 1000
 
