@@ -86,3 +86,15 @@ def test_date_meaning_is_for_dates_only() -> None:
     with pytest.raises(ValidationError, match="date_meaning is for date columns; 'amount' is of type money"):
         ColumnDef(name="amount", type="money", date_meaning="event")
     assert "date_meaning" not in ColumnDef(name="filed_on", type="date").model_dump()
+
+
+def test_the_seed_proof_refuses_a_seed_that_breaks_the_clock(bundle: Path) -> None:
+    from worldfactory.generate.data import SeedDataError, check_seed
+    from worldfactory.spec import WorldSpec
+
+    spec = WorldSpec.model_validate_json((bundle / "spec.json").read_bytes())
+    assert check_seed(spec, (bundle / "seed.db").read_bytes())["rows"] > 0
+    with sqlite3.connect(bundle / "seed.db") as conn:
+        conn.execute("UPDATE claims SET filed_on = ? WHERE id = 3", ((_clock(bundle) + timedelta(days=9)).isoformat(),))
+    with pytest.raises(SeedDataError, match=r"realism audit: 1 dates .* event_after_today: claims row 3: filed_on"):
+        check_seed(spec, (bundle / "seed.db").read_bytes())

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from worldfactory import packsql
-from worldfactory.audit import date_meaning, is_done, origin_column, parent_refs
+from worldfactory.audit import audit_db, date_meaning, is_done, origin_column, parent_refs
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
@@ -377,7 +377,8 @@ def invariant_field(spec: WorldSpec, name: str) -> str:
 
 
 def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
-    """The seed stage's proof: integrity, foreign keys, CHECKs and declared invariants hold."""
+    """The seed stage's proof: integrity, foreign keys, CHECKs, declared invariants and the realism audit
+    (worldfactory/audit.py: dates keep to the clock and to the records they belong to) hold."""
     conn = open_image(image)
     try:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -401,6 +402,13 @@ def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
             bad = rows[0][0] if rows and rows[0] else 0
             if bad:
                 raise SeedDataError(f"invariant '{inv.name}' fails for {bad} rows")
+        audit = audit_db(spec, conn)
+        if audit.violations:
+            shown = "; ".join(f"{v.rule}: {v.table} row {v.row}: {v.detail}" for v in audit.violations[:3])
+            raise SeedDataError(f"realism audit: {len(audit.violations)} dates break the world's clock or the order "
+                                f"of its records ({audit.by_rule()}), first: {shown}; declare a column's "
+                                f"date_meaning (event, plan, period) or draw its dates after its parent's and "
+                                f"at or before the clock")
         counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
     finally:
         conn.close()
