@@ -25,9 +25,10 @@ from worldfactory.spec import ColumnDef, DateMeaning, TableDef, WorldSpec
 
 # First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
 MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
-    (r"^period_|_ending$|(^|_)ends?_(on|date)$|^return_date$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|^next_", "period"),
-    (r"scheduled|planned|starts?_(on|date)$|_for$|event_date|arrival|departure|pickup_date|return_date|"
-     r"check_in|shift_date|held_on|interview_date|expected", "plan"),
+    (r"^period_|_ending$|(^|_)ends?_(on|date)$|^return_date$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|"
+     r"^next_", "period"),
+    (r"scheduled|planned|starts?_(on|date)$|_for$|event_date|arrival|departure|pickup_date|check_in|shift_date|"
+     r"held_on|interview_date|expected", "plan"),
 )
 # Statuses that say the record's work has happened: its plan dates must not lie ahead.
 DONE_STATUSES = frozenset({
@@ -187,3 +188,23 @@ def audit_image(spec: WorldSpec, image: bytes) -> AuditReport:
         return audit_db(spec, conn)
     finally:
         conn.close()
+
+
+def audit_oracle_ends(bundle: Path) -> AuditReport:
+    """Audit the end state of every task's oracle plan, each on a fresh copy of the seed: a violation's
+    `detail` names the task whose plan left it. Checked rows add up over the end states."""
+    from worldfactory.runtime.world import World
+
+    world = World.open(bundle)
+    checked = 0
+    found: list[Violation] = []
+    for task_id, task in sorted(world.tasks.items()):
+        with world.episode() as ep:
+            for call in task.oracle:
+                if not ep.call(call.tool, call.args).ok:
+                    break
+            report = audit_db(world.spec, ep.conn)
+        checked += report.checked_rows
+        found += [v.model_copy(update={"detail": f"after task {task_id}: {v.detail}"}) for v in report.violations]
+    return AuditReport(world_id=world.spec.brief.world_id, clock=world.spec.brief.clock, checked_rows=checked,
+                       violations=found)

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from worldfactory.audit import RULES, AuditReport, audit_bundle
+from worldfactory.audit import RULES, AuditReport, audit_bundle, audit_oracle_ends
 from worldfactory.data_root import data_root, resolve_world
 from worldfactory.runtime.world import WorldError
 
@@ -27,7 +27,8 @@ def _bundles(args: argparse.Namespace) -> list[Path]:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    reports: list[AuditReport] = [audit_bundle(b) for b in _bundles(args)]
+    audit = audit_oracle_ends if args.oracles else audit_bundle
+    reports: list[AuditReport] = [audit(b) for b in _bundles(args)]
     if args.json:
         print(json.dumps([{**r.model_dump(), "by_rule": r.by_rule(), "per_1000_rows": r.per_thousand()}
                           for r in reports], indent=1, sort_keys=True))
@@ -54,5 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     a.add_argument("worlds", nargs="*", metavar="WORLD", help="world IDs or bundle folders")
     a.add_argument("--all", action="store_true", help="every built world under DATA/worlds")
     a.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    a.add_argument("--oracles", action="store_true", help="audit the end state of every task's oracle plan "
+                                                          "instead of the seed (slower: one episode per task)")
     a.add_argument("--json", action="store_true")
     a.set_defaults(fn=cmd_audit)
