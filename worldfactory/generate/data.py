@@ -97,14 +97,9 @@ class _Gen:
 
         return re.sub(r"\{(\w+)\}", sub, text)
 
-    def _between(self, lo: date, hi: date) -> str:
-        return (lo + timedelta(days=self.rng.randint(0, max(0, (hi - lo).days)))).isoformat()
-
-    def date_value(self, col: ColumnDef, table: TableDef, row: dict[str, Any], parent: dict[str, Any] | None,
-                   n: int) -> Any:
-        """A date drawn within the clock's bounds for its meaning (worldfactory/audit.py): an event, or a plan
-        of a row whose status says done, at or before today; an event at or after the origin of every record
-        it belongs to (a contact after its account). Other dates as the generator draws them."""
+    def _bounds(self, col: ColumnDef, table: TableDef, row: dict[str, Any]) -> tuple[date | None, date | None]:
+        """(floor, ceiling) of a date by its meaning (worldfactory/audit.py): an event, or a plan of a row whose
+        status says done, at or before today; an event at or after the origin of every record it belongs to."""
         meaning = date_meaning(col)
         ceiling = self.clock if meaning == "event" or (meaning == "plan" and is_done(table, row)) else None
         floor: date | None = None
@@ -117,30 +112,42 @@ class _Gen:
                     floor = date.fromisoformat(start)
             if floor is not None and floor > self.clock:
                 floor = None
-        g = col.gen
-        kind = next(iter(g)) if isinstance(g, dict) and g else None
-        if ceiling is None and floor is None or kind not in ("days_ago", "days_around", "date_after", "copy"):
-            return self.value(col, row, parent, n)
-        assert isinstance(g, dict)
-        if kind in ("days_ago", "days_around"):
-            if kind == "days_ago":
-                lo, hi = self.clock - timedelta(days=g[kind][0]), self.clock - timedelta(days=g[kind][1])
-            else:
-                lo, hi = self.clock - timedelta(days=g[kind][0]), self.clock + timedelta(days=g[kind][1])
+        return floor, ceiling
+
+    def keep_dates(self, table: TableDef, row: dict[str, Any], parent: dict[str, Any] | None,
+                   cols: list[ColumnDef]) -> None:
+        """Move the row's drawn dates, in the order drawn, into the bounds their meaning sets (_bounds): a range
+        is mapped onto its bounded part, a date after another moves with it, a copy follows its source. No
+        random draw, so a row whose dates already keep to the clock and to its parents is left as drawn."""
+        raw = {c.name: row[c.name] for c in cols if c.type == "date"}
+        for col in cols:
+            drawn = row.get(col.name)
+            if col.type != "date" or drawn is None:
+                continue
+            floor, ceiling = self._bounds(col, table, row)
+            g = col.gen
+            kind = next(iter(g)) if isinstance(g, dict) and g else None
+            out = date.fromisoformat(drawn)
+            if kind in ("days_ago", "days_around") and isinstance(g, dict):
+                most, other = g[kind]
+                lo0 = self.clock - timedelta(days=most)
+                hi0 = self.clock - timedelta(days=other) if kind == "days_ago" else self.clock + timedelta(days=other)
+                lo = max(lo0, floor) if floor is not None else lo0
+                hi = max(lo, min(hi0, ceiling) if ceiling is not None else hi0)
+                if (lo, hi) != (lo0, hi0):
+                    out = lo + timedelta(days=(out - lo0).days * (hi - lo).days // max(1, (hi0 - lo0).days))
+            elif kind in ("date_after", "copy") and isinstance(g, dict):
+                ref = str(g[kind])
+                if not ref.startswith("parent.") and row.get(ref) is not None and raw.get(ref) is not None:
+                    moved = date.fromisoformat(row[ref]) - date.fromisoformat(raw[ref])
+                    out = out + moved
+                    if kind == "date_after" and g.get("cap", True):
+                        out = max(date.fromisoformat(row[ref]), min(out, self.clock))
             if ceiling is not None:
-                hi = min(hi, ceiling)
+                out = min(out, ceiling)
             if floor is not None:
-                lo = max(lo, floor)
-            return self._between(lo, max(lo, hi))
-        drawn = self.value(col, row, parent, n)
-        if drawn is None:
-            return None
-        out = date.fromisoformat(drawn)
-        if ceiling is not None:
-            out = min(out, ceiling)
-        if floor is not None:
-            out = max(out, floor)
-        return out.isoformat()
+                out = max(out, floor)
+            row[col.name] = out.isoformat()
 
     def value(self, col: ColumnDef, row: dict[str, Any], parent: dict[str, Any] | None, n: int) -> Any:
         r, g = self.rng, col.gen
@@ -229,9 +236,7 @@ def _when_holds(col: ColumnDef, row: dict[str, Any]) -> bool:
 def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
               unique_seen: dict[str, set[Any]]) -> dict[str, Any]:
     row: dict[str, Any] = {"id": n}
-    # dates after the other columns, so a date can keep to the row's status and to the records it refers to
-    plain = [c for c in table.columns if not c.when and c.type != "date"]
-    plain += [c for c in table.columns if not c.when and c.type == "date"]
+    plain = [c for c in table.columns if not c.when]
     conditional = [c for c in table.columns if c.when]
     for col in plain + conditional:
         if table.per_parent and col.name == table.per_parent.column and parent is not None:
@@ -242,8 +247,7 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
             continue
         try:
             for _ in range(UNIQUE_TRIES):
-                value = _normalise(col, gen.date_value(col, table, row, parent, n) if col.type == "date"
-                                   else gen.value(col, row, parent, n))
+                value = _normalise(col, gen.value(col, row, parent, n))
                 if not col.unique or value not in unique_seen[col.name]:
                     break
             else:
@@ -256,6 +260,7 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
         if col.unique:
             unique_seen[col.name].add(value)
         row[col.name] = value
+    gen.keep_dates(table, row, parent, plain + conditional)  # once the row's status and references are known
     return row
 
 
