@@ -1013,9 +1013,11 @@ def parser() -> argparse.ArgumentParser:
     u.add_argument("--port", type=int, default=3000)
     u.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
     u.set_defaults(fn=cmd_ui)
+    from worldfactory.cli_audit import add_parser as add_audit_parser
     from worldfactory.cli_eval import add_parser as add_eval_parser
 
     add_eval_parser(sub)
+    add_audit_parser(sub)
     return p
 
 

@@ -30,6 +30,7 @@ from pydantic import (
 from worldfactory.fill import code_problem
 
 ColumnType = Literal["integer", "number", "money", "text", "date", "boolean"]
+DateMeaning = Literal["event", "plan", "period"]
 CompareOp = Literal["<=", "<", ">=", ">", "==", "!="]
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 
@@ -314,13 +315,23 @@ class ColumnDef(Strict):
     # given with it must be the same); without contact_id the value is the caller's
     fills_from: str | None = None
     ref_states: list[str] | None = None  # a create or update may point it only at records in these states
+    # a date's meaning on the world's clock (worldfactory/audit.py): an event that happened, a plan that may
+    # lie ahead, or a period bound; unset, the audit infers it from the column's name
+    date_meaning: DateMeaning | None = None
+
+    @model_validator(mode="after")
+    def _meaning_of_a_date(self) -> ColumnDef:
+        if self.date_meaning is not None and self.type != "date":
+            raise ValueError(f"date_meaning is for date columns; '{self.name}' is of type {self.type}")
+        return self
 
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Leave the newer optional keys out while unset, so columns that do not use them keep their bytes."""
         data = handler(self)
         if isinstance(data, dict):
-            for key, unset in (("description", ""), ("fills_from", None), ("ref_states", None)):
+            for key, unset in (("description", ""), ("fills_from", None), ("ref_states", None),
+                               ("date_meaning", None)):
                 if data.get(key, unset) == unset:
                     data.pop(key, None)
         return data

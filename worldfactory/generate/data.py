@@ -15,6 +15,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from worldfactory import packsql
+from worldfactory.audit import audit_db, date_meaning, is_done, origin_column, parent_refs
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
@@ -43,6 +44,8 @@ class _Gen:
         self.rng = rng
         self.clock = date.fromisoformat(spec.brief.clock)
         self.ids: dict[str, list[int]] = {}
+        self.origins: dict[str, dict[int, str]] = {}  # per table: row id -> its origin date (audit.origin_column)
+        self.refs: dict[str, list[tuple[str, str]]] = {}  # per table: audit.parent_refs
 
     def _ids(self, table: str) -> list[int]:
         ids = self.ids.get(table)
@@ -94,6 +97,58 @@ class _Gen:
             return out
 
         return re.sub(r"\{(\w+)\}", sub, text)
+
+    def _bounds(self, col: ColumnDef, table: TableDef, row: dict[str, Any]) -> tuple[date | None, date | None]:
+        """(floor, ceiling) of a date by its meaning (worldfactory/audit.py): an event, or a plan of a row whose
+        status says done, at or before today; an event at or after the origin of every record it belongs to."""
+        meaning = date_meaning(col)
+        ceiling = self.clock if meaning == "event" or (meaning == "plan" and is_done(table, row)) else None
+        floor: date | None = None
+        if meaning == "event":
+            if table.name not in self.refs:
+                self.refs[table.name] = parent_refs(self.spec, table)
+            for ref_col, ref_table in self.refs[table.name]:
+                start = self.origins.get(ref_table, {}).get(row.get(ref_col))  # type: ignore[arg-type]
+                if start is not None and (floor is None or start > floor.isoformat()):
+                    floor = date.fromisoformat(start)
+            if floor is not None and floor > self.clock:
+                floor = None
+        return floor, ceiling
+
+    def keep_dates(self, table: TableDef, row: dict[str, Any], parent: dict[str, Any] | None,
+                   cols: list[ColumnDef]) -> None:
+        """Move the row's drawn dates, in the order drawn, into the bounds their meaning sets (_bounds): a range
+        is mapped onto its bounded part, a date after another moves with it, a copy follows its source. No
+        random draw, so a row whose dates already keep to the clock and to its parents is left as drawn."""
+        raw = {c.name: row[c.name] for c in cols if c.type == "date"}
+        for col in cols:
+            drawn = row.get(col.name)
+            if col.type != "date" or drawn is None:
+                continue
+            floor, ceiling = self._bounds(col, table, row)
+            g = col.gen
+            kind = next(iter(g)) if isinstance(g, dict) and g else None
+            out = date.fromisoformat(drawn)
+            if kind in ("days_ago", "days_around") and isinstance(g, dict):
+                most, other = g[kind]
+                lo0 = self.clock - timedelta(days=most)
+                hi0 = self.clock - timedelta(days=other) if kind == "days_ago" else self.clock + timedelta(days=other)
+                lo = max(lo0, floor) if floor is not None else lo0
+                hi = max(lo, min(hi0, ceiling) if ceiling is not None else hi0)
+                if (lo, hi) != (lo0, hi0):
+                    out = lo + timedelta(days=(out - lo0).days * (hi - lo).days // max(1, (hi0 - lo0).days))
+            elif kind in ("date_after", "copy") and isinstance(g, dict):
+                ref = str(g[kind])
+                if not ref.startswith("parent.") and row.get(ref) is not None and raw.get(ref) is not None:
+                    moved = date.fromisoformat(row[ref]) - date.fromisoformat(raw[ref])
+                    out = out + moved
+                    if kind == "date_after" and g.get("cap", True):
+                        out = max(date.fromisoformat(row[ref]), min(out, self.clock))
+            if ceiling is not None:
+                out = min(out, ceiling)
+            if floor is not None:
+                out = max(out, floor)
+            row[col.name] = out.isoformat()
 
     def value(self, col: ColumnDef, row: dict[str, Any], parent: dict[str, Any] | None, n: int) -> Any:
         r, g = self.rng, col.gen
@@ -206,6 +261,7 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
         if col.unique:
             unique_seen[col.name].add(value)
         row[col.name] = value
+    gen.keep_dates(table, row, parent, plain + conditional)  # once the row's status and references are known
     return row
 
 
@@ -301,6 +357,9 @@ def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str
             rows = [_make_row(gen, table, n, None, unique_seen) for n in range(1, count + 1)]
         out[table.name] = rows
         gen.ids[table.name] = [r["id"] for r in rows]
+        origin = origin_column(table)
+        if origin:
+            gen.origins[table.name] = {r["id"]: r[origin] for r in rows if r.get(origin)}
     return out
 
 
@@ -351,7 +410,8 @@ def invariant_field(spec: WorldSpec, inv: SourcedInvariant) -> str:
 
 
 def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
-    """The seed stage's proof: integrity, foreign keys, CHECKs and declared invariants hold."""
+    """The seed stage's proof: integrity, foreign keys, CHECKs, declared invariants and the realism audit
+    (worldfactory/audit.py: dates keep to the clock and to the records they belong to) hold."""
     conn = open_image(image)
     try:
         integrity = conn.execute("PRAGMA integrity_check").fetchone()[0]
@@ -376,6 +436,13 @@ def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
             bad = rows[0][0] if rows and rows[0] else 0
             if bad:
                 raise SeedDataError(f"{where} fails for {bad} rows")
+        audit = audit_db(spec, conn)
+        if audit.violations:
+            shown = "; ".join(f"{v.rule}: {v.table} row {v.row}: {v.detail}" for v in audit.violations[:3])
+            raise SeedDataError(f"realism audit: {len(audit.violations)} dates break the world's clock or the order "
+                                f"of its records ({audit.by_rule()}), first: {shown}; declare a column's "
+                                f"date_meaning (event, plan, period) or draw its dates after its parent's and "
+                                f"at or before the clock")
         counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
     finally:
         conn.close()

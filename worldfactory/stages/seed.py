@@ -23,7 +23,7 @@ def prove_seed(ctx: BuildContext) -> dict[str, int | float | str]:
 STAGE = Stage(
     name="seed_database",
     check="seed_integrity",
-    proves=("integrity_check, foreign_key_check, CHECKs and invariants hold"),
+    proves=("integrity_check, foreign_key_check, CHECKs, invariants and the realism audit hold"),
     make=make_seed,
     prove=prove_seed,
     writes=("seed.db",),

@@ -1,0 +1,100 @@
+"""The realism audit: planted violations of each rule are caught with table, row and rule; a pack's
+declared date meaning overrides the name's; the seed generator keeps dates to the clock and to parents."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from worldfactory.audit import audit_bundle, date_meaning
+from worldfactory.spec import ColumnDef
+
+WORLD = "insurance-claims.regional--v001"
+
+
+@pytest.fixture
+def bundle(worlds_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the insurance example's spec.json and seed.db, to plant faults in."""
+    out = tmp_path / WORLD
+    out.mkdir()
+    for name in ("spec.json", "seed.db"):
+        shutil.copy(worlds_dir / WORLD / name, out / name)
+    return out
+
+
+def _clock(bundle: Path) -> date:
+    return date.fromisoformat(json.loads((bundle / "spec.json").read_text())["brief"]["clock"])
+
+
+def _found(bundle: Path) -> set[tuple[str, str, int, str]]:
+    return {(v.rule, v.table, v.row, v.column) for v in audit_bundle(bundle).violations}
+
+
+def test_the_example_seed_keeps_to_its_clock_and_parents(bundle: Path) -> None:
+    report = audit_bundle(bundle)
+    assert report.checked_rows > 500
+    assert report.violations == [], report.violations[:5]
+
+
+def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bundle: Path) -> None:
+    today = _clock(bundle)
+    ahead = (today + timedelta(days=9)).isoformat()
+    before = _found(bundle)
+    with sqlite3.connect(bundle / "seed.db") as conn:
+        conn.execute("UPDATE claims SET filed_on = ? WHERE id = 3", (ahead,))  # an event after today
+        contact = conn.execute("SELECT min(id) FROM contacts WHERE account_id IS NOT NULL").fetchone()[0]
+        conn.execute("UPDATE contacts SET created_on = date((SELECT created_on FROM accounts a WHERE "
+                     "a.id = contacts.account_id), '-1 day') WHERE id = ?", (contact,))  # before its account
+        conn.execute("UPDATE calendar_events SET status = 'completed', starts_on = ? WHERE id = 2", (ahead,))
+    planted = _found(bundle) - before
+    assert planted == {("event_after_today", "claims", 3, "filed_on"),
+                       ("event_before_parent", "contacts", contact, "created_on"),
+                       ("done_but_ahead", "calendar_events", 2, "starts_on")}
+    cli = subprocess.run([sys.executable, "-m", "worldfactory.cli", "audit", str(bundle), "--json"],
+                         capture_output=True, text=True, check=False)
+    assert cli.returncode == 1, cli.stderr
+    [shown] = json.loads(cli.stdout)
+    assert {"rule": "done_but_ahead", "table": "calendar_events", "row": 2, "column": "starts_on",
+            "detail": f"status 'completed' but starts_on {ahead} is after today {today}"} in shown["violations"]
+    assert shown["by_rule"]["event_after_today"] >= 1 and shown["per_1000_rows"] > 0
+
+
+def test_a_declared_date_meaning_overrides_the_name(bundle: Path) -> None:
+    assert date_meaning(ColumnDef(name="filed_on", type="date")) == "event"
+    assert date_meaning(ColumnDef(name="due_on", type="date")) == "period"
+    assert date_meaning(ColumnDef(name="scheduled_for", type="date")) == "plan"
+    assert date_meaning(ColumnDef(name="filed_on", type="date", date_meaning="plan")) == "plan"
+    with sqlite3.connect(bundle / "seed.db") as conn:
+        conn.execute("UPDATE claims SET filed_on = ? WHERE id = 3", ((_clock(bundle) + timedelta(days=9)).isoformat(),))
+    assert ("event_after_today", "claims", 3, "filed_on") in _found(bundle)
+    spec = json.loads((bundle / "spec.json").read_text())
+    claims = next(t for t in spec["tables"] if t["name"] == "claims")
+    next(c for c in claims["columns"] if c["name"] == "filed_on")["date_meaning"] = "period"
+    (bundle / "spec.json").write_text(json.dumps(spec))
+    assert ("event_after_today", "claims", 3, "filed_on") not in _found(bundle)
+
+
+def test_date_meaning_is_for_dates_only() -> None:
+    with pytest.raises(ValidationError, match="date_meaning is for date columns; 'amount' is of type money"):
+        ColumnDef(name="amount", type="money", date_meaning="event")
+    assert "date_meaning" not in ColumnDef(name="filed_on", type="date").model_dump()
+
+
+def test_the_seed_proof_refuses_a_seed_that_breaks_the_clock(bundle: Path) -> None:
+    from worldfactory.generate.data import SeedDataError, check_seed
+    from worldfactory.spec import WorldSpec
+
+    spec = WorldSpec.model_validate_json((bundle / "spec.json").read_bytes())
+    assert check_seed(spec, (bundle / "seed.db").read_bytes())["rows"] > 0
+    with sqlite3.connect(bundle / "seed.db") as conn:
+        conn.execute("UPDATE claims SET filed_on = ? WHERE id = 3", ((_clock(bundle) + timedelta(days=9)).isoformat(),))
+    with pytest.raises(SeedDataError, match=r"realism audit: 1 dates .* event_after_today: claims row 3: filed_on"):
+        check_seed(spec, (bundle / "seed.db").read_bytes())

@@ -1,0 +1,210 @@
+"""The realism audit: does a world's data keep to its own clock and to the order of its records?
+
+Every date column has a meaning (an event that happened, a plan that may lie ahead, or a period bound);
+a pack may declare it (`date_meaning` on the column), else it is inferred from the column's name by the
+rules in `MEANING_RULES`, the one place they live. Three rules are checked over a seed.db:
+
+- `event_after_today`: an event date lies after the world's clock (`brief.clock`);
+- `event_before_parent`: an event date lies before the origin date of a record the row refers to (a
+  contact created before its account, a claim filed before its policy starts);
+- `done_but_ahead`: a row whose status says the work is done has a plan date after the clock (a
+  completed booking scheduled next month).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from worldfactory.spec import ColumnDef, DateMeaning, TableDef, WorldSpec
+
+# First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
+MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
+    (r"^period_|_ending$|(^|_)ends?_(on|date)$|^return_date$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|"
+     r"^next_", "period"),
+    (r"scheduled|planned|starts?_(on|date)$|_for$|event_date|arrival|departure|pickup_date|check_in|shift_date|"
+     r"held_on|interview_date|expected", "plan"),
+)
+# Statuses that say the record's work has happened: its plan dates must not lie ahead.
+DONE_STATUSES = frozenset({
+    "completed", "complete", "closed", "closed_out", "resolved", "paid", "delivered", "returned", "received",
+    "fixed", "implemented", "installed", "executed", "picked_up", "settled", "refunded", "restored", "done",
+    "finished", "attended", "held", "checked_out", "no_show", "substantially_complete", "pod_received",
+    "invoiced",
+})
+# A reference into the staff table is an assignment that may change hands (an account's owner), so a
+# record older than its current owner's hire date is no contradiction; the actor of the event is checked.
+STAFF_TABLES = frozenset({"users"})
+ACTOR_REF = r"_by$|^(author|sender|actor|user)_id$"
+# a plan date that begins a record (a policy's start; not a work order's planned start, which notes precede)
+ORIGIN_PLAN = r"^(start_date|starts_on|period_start)$"
+RULES = ("event_after_today", "event_before_parent", "done_but_ahead")
+PER = 1000
+
+
+class Violation(BaseModel):
+    rule: str
+    table: str
+    row: int
+    column: str
+    detail: str
+
+
+class AuditReport(BaseModel):
+    world_id: str
+    clock: str
+    checked_rows: int
+    violations: list[Violation]
+
+    def by_rule(self) -> dict[str, int]:
+        counts = Counter(v.rule for v in self.violations)
+        return {r: counts.get(r, 0) for r in RULES}
+
+    def per_thousand(self) -> float:
+        return round(PER * len(self.violations) / self.checked_rows, 2) if self.checked_rows else 0.0
+
+
+def date_meaning(col: ColumnDef) -> DateMeaning:
+    """The column's declared meaning, else the first of MEANING_RULES its name matches, else an event."""
+    if col.date_meaning is not None:
+        return col.date_meaning
+    for pattern, meaning in MEANING_RULES:
+        if re.search(pattern, col.name):
+            return meaning
+    return "event"
+
+
+def status_column(table: TableDef) -> str | None:
+    """The column a row's state lives in: its workflow's, else a column named `status`."""
+    names = {c.name for c in table.columns}
+    col = table.workflow.column if table.workflow else "status"
+    return col if col in names else None
+
+
+def is_done(table: TableDef, row: dict[str, Any]) -> bool:
+    """Whether the row's status says its work has happened (DONE_STATUSES)."""
+    status = status_column(table)
+    return status is not None and row.get(status) in DONE_STATUSES
+
+
+def origin_column(table: TableDef) -> str | None:
+    """The date a record begins at, for its children: its first event date, else a plan date that starts it
+    (ORIGIN_PLAN); None when it has neither (an event's deposits may well come before the event's date)."""
+    dates = [c for c in table.columns if c.type == "date" and not c.when]
+    for c in dates:
+        if date_meaning(c) == "event":
+            return c.name
+    for c in dates:
+        if re.search(ORIGIN_PLAN, c.name):
+            return c.name
+    return None
+
+
+def parent_refs(spec: WorldSpec, table: TableDef) -> list[tuple[str, str]]:
+    """(column, parent table) of the references whose parent must predate the row's events: every
+    reference with an origin date, but staff assignments (STAFF_TABLES unless ACTOR_REF names an actor)."""
+    out: list[tuple[str, str]] = []
+    for c in table.columns:
+        if not c.ref or c.poly_ref:
+            continue
+        parent = spec.anchor if c.ref == "$anchor" else c.ref
+        if not spec.has_table(parent) or origin_column(spec.table(parent)) is None:
+            continue
+        if parent in STAFF_TABLES and not re.search(ACTOR_REF, c.name):
+            continue
+        out.append((c.name, parent))
+    return out
+
+
+def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
+    """Check every row of every table against the three rules; a row counts as checked when it has a date."""
+    today = spec.brief.clock
+    origins: dict[str, dict[int, str]] = {}
+    for table in spec.tables:
+        origin = origin_column(table)
+        if origin:
+            origins[table.name] = {i: d for i, d in conn.execute(f"SELECT id, {origin} FROM {table.name}") if d}
+    found: list[Violation] = []
+    checked = 0
+    for table in spec.tables:
+        dates = [c for c in table.columns if c.type == "date"]
+        if not dates:
+            continue
+        events = [c.name for c in dates if date_meaning(c) == "event"]
+        plans = [c.name for c in dates if date_meaning(c) == "plan"]
+        status = status_column(table)
+        refs = parent_refs(spec, table)
+        cur = conn.execute(f"SELECT * FROM {table.name} ORDER BY id")
+        names = [d[0] for d in cur.description]
+        for values in cur:
+            row: dict[str, Any] = dict(zip(names, values, strict=True))
+            checked += 1
+            rid = row["id"]
+            for name in events:
+                when = row.get(name)
+                if when is None:
+                    continue
+                if when > today:
+                    found.append(Violation(rule="event_after_today", table=table.name, row=rid, column=name,
+                                           detail=f"{name} {when} is after today {today}"))
+                for ref_col, parent in refs:
+                    pid = row.get(ref_col)
+                    start = origins[parent].get(pid) if pid is not None else None
+                    if start is not None and when < start:
+                        found.append(Violation(
+                            rule="event_before_parent", table=table.name, row=rid, column=name,
+                            detail=f"{name} {when} is before {parent} {pid}'s {origin_column(spec.table(parent))} "
+                                   f"{start} ({ref_col})"))
+            if status and is_done(table, row):
+                for name in plans:
+                    when = row.get(name)
+                    if when is not None and when > today:
+                        found.append(Violation(rule="done_but_ahead", table=table.name, row=rid, column=name,
+                                               detail=f"{status} '{row[status]}' but {name} {when} is after "
+                                                      f"today {today}"))
+    return AuditReport(world_id=spec.brief.world_id, clock=today, checked_rows=checked, violations=found)
+
+
+def audit_bundle(bundle: Path) -> AuditReport:
+    """Audit a built world's seed.db against its spec.json (read-only)."""
+    spec = WorldSpec.model_validate_json((bundle / "spec.json").read_bytes())
+    conn = sqlite3.connect(f"file:{bundle / 'seed.db'}?mode=ro", uri=True)
+    try:
+        return audit_db(spec, conn)
+    finally:
+        conn.close()
+
+
+def audit_image(spec: WorldSpec, image: bytes) -> AuditReport:
+    """Audit a seed image in memory (the seed stage's bytes)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(image)
+        return audit_db(spec, conn)
+    finally:
+        conn.close()
+
+
+def audit_oracle_ends(bundle: Path) -> AuditReport:
+    """Audit the end state of every task's oracle plan, each on a fresh copy of the seed: a violation's
+    `detail` names the task whose plan left it. Checked rows add up over the end states."""
+    from worldfactory.runtime.world import World
+
+    world = World.open(bundle)
+    checked = 0
+    found: list[Violation] = []
+    for task_id, task in sorted(world.tasks.items()):
+        with world.episode() as ep:
+            for call in task.oracle:
+                if not ep.call(call.tool, call.args).ok:
+                    break
+            report = audit_db(world.spec, ep.conn)
+        checked += report.checked_rows
+        found += [v.model_copy(update={"detail": f"after task {task_id}: {v.detail}"}) for v in report.violations]
+    return AuditReport(world_id=world.spec.brief.world_id, clock=world.spec.brief.clock, checked_rows=checked,
+                       violations=found)
