@@ -340,6 +340,8 @@ def alternatives_for(world: World, task: Task) -> list[Mutant]:
     contacts = world.seed_rows("contacts") if at_email is not None else {}
     for i, call in enumerate(plan):
         who = call.args.get("contact_id") if call.tool == "create_email" else None
+        if any(_is_write(world, c) and world.tools_by_name[c.tool].get("table") == "contacts" for c in plan[:i]):
+            break  # the plan wrote contacts before: the contact's address may no longer be the seed's
         if who in contacts and at_email is not None and call.args.get("to_address") is None:
             both = ToolCall(tool=call.tool, args={**call.args, "to_address": contacts[who][at_email]})
             out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
