@@ -26,6 +26,7 @@ import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests import test_serving as serving
 from tests.conftest import PYTHON
 from worldfactory.runtime.control import ServeOptions, create_app, uvicorn_options
 from worldfactory.runtime.http_guards import guarded_protocol
@@ -51,7 +52,7 @@ class QuickHeads(guarded_protocol()):  # type: ignore[misc]
     header_seconds = 0.5
 
 
-class Server:
+class Server(serving.Server):  # its start and stop; serve's own connection options here
     """The app under uvicorn with serve's connection options (head deadline shortened for the tests)."""
 
     def __init__(self, world: World, memory_limit_bytes: int | None = None, **options: Any) -> None:
@@ -64,19 +65,6 @@ class Server:
         config = {**uvicorn_options(self.app.state.options), "http": QuickHeads}
         self.server = uvicorn.Server(uvicorn.Config(self.app, **config))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
