@@ -882,7 +882,7 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--company-type", help="a company type of the templates (default: the catalog's first)")
     bn.add_argument("--company-name", help="the company's name (default: drawn from the generation seed)")
     bn.add_argument("--variants", type=int, default=1, help="how many worlds the sensor registers")
-    bn.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    _data_arg(bn)
     bn.set_defaults(fn=cmd_brief_new)
 
     sh = sub.add_parser("show", help="summarise a built world")
@@ -973,7 +973,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="table (for reading), csv (a header, then a line per row) or json (an array of objects)")
     q.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
-    q.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    _data_arg(q)
     q.set_defaults(fn=cmd_query)
 
     ex = sub.add_parser("export", help="curated tasks as a Hugging Face dataset (needs the trainers extra)")
@@ -987,7 +987,7 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--license", default="other", help="the license the card declares (a Hub license id)")
     ex.add_argument("--all-tasks", action="store_true", help="every task the world serves, not only the curated ones")
     ex.add_argument("--run", help="an evaluation run's band (`worldfactory eval list`) instead of the build's")
-    ex.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    _data_arg(ex)
     ex.set_defaults(fn=cmd_export)
 
     pg = sub.add_parser("page", help="a world's web page (the bundle's index.html, rendered again)")
@@ -1000,18 +1000,18 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--host", default="127.0.0.1")
     st.add_argument("--port", type=int, default=8080)
     st.add_argument("--out", help="write a static export to this folder instead of serving")
-    st.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    _data_arg(st)
     st.set_defaults(fn=cmd_site)
 
     d = sub.add_parser("delete", help="remove a world's bundle, catalog rows and Dagster partition")
     d.add_argument("world_id", metavar="WORLD_ID")
-    d.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    _data_arg(d)
     d.set_defaults(fn=cmd_delete)
 
     u = sub.add_parser("ui", help="start the Dagster webserver and daemon on loopback")
     u.add_argument("--host", default="127.0.0.1")
     u.add_argument("--port", type=int, default=3000)
-    u.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")
+    _data_arg(u)
     u.set_defaults(fn=cmd_ui)
     from worldfactory.cli_audit import add_parser as add_audit_parser
     from worldfactory.cli_eval import add_parser as add_eval_parser
