@@ -195,7 +195,12 @@ def test_engine_without_its_packages_stops_first_with_one_message(tmp_path: Path
     env = {"PATH": str(_bin_without_packages(shared, with_apt=case == "not root")),
            "WORLDFACTORY_ENGINE_DIR": str(tmp_path / "engine"), "WORLDFACTORY_IMAGE_CACHE": str(tmp_path / "cache"),
            "WORLDFACTORY_CONTAINERS_DROP_IN": str(tmp_path / "drop-in.conf")}
-    argv = [str(ROOT / "containers" / "engine.sh")]
+    for script in ("containers/engine.sh", "scripts/system-packages.sh"):  # a copy nobody can reach, wherever
+        copy = shared / "repo" / script  # the checkout lives (a clone in `mktemp -d` is root-only)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / script, copy)
+    (shared / "repo").chmod(0o755)
+    argv = [str(shared / "repo" / "containers" / "engine.sh")]
     if case == "not root":
         setpriv = shutil.which("setpriv")
         assert setpriv, "setpriv (util-linux) runs the script as nobody"
