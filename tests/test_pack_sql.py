@@ -5,6 +5,7 @@ the outside test used and checks it is refused with the file, the field and the 
 from __future__ import annotations
 
 import json
+import resource
 import sqlite3
 import time
 from pathlib import Path
@@ -17,6 +18,13 @@ from worldfactory.generate import data
 from worldfactory.packs import check_files
 from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import TemplateError, load_templates
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its finished children: a bound on work that a loaded machine cannot trip."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
 
 WORLD = SMALL[0]  # help-desk.small--v001
 INVARIANT = '"SELECT count(*) FROM requests WHERE credit > fee + 0.005"'
@@ -49,12 +57,12 @@ def test_check_pack_and_build_refuse_what_pack_sql_may_not_do(tmp_path: Path, sq
 def test_a_seven_way_cross_join_is_refused_within_seconds(tmp_path: Path) -> None:
     root = _templates(tmp_path / "t", INVARIANT, json.dumps(CROSS7))
     ts = load_templates(root)  # it compiles and the authorizer allows it: only running it costs
-    started = time.monotonic()
+    started = cpu_seconds()
     with pytest.raises(Exception, match=r"invariant 'credits stay within the request's fee' \(domains/help-desk"
                                         r".yaml: field 'invariants\[0:credits stay within the request's fee\].sql'"
                                         r"\): ran past 50,000,000 SQLite steps"):
         build_world(WORLD, tmp_path / "data", templates=ts)
-    assert time.monotonic() - started < 30
+    assert cpu_seconds() - started < 30
     assert not (tmp_path / "data" / "worlds" / WORLD).exists()
 
 
@@ -62,11 +70,11 @@ def test_work_and_length_bounds_of_one_statement() -> None:
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (x)")
     conn.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(60)])
-    started = time.monotonic()
+    started = cpu_seconds()
     with pytest.raises(packsql.PackSQLError, match="f.yaml: field 'invariants.0.': ran past 1,000,000"):
         with packsql.bounded(conn, "f.yaml: field 'invariants[0]'", max_steps=1_000_000):
             conn.execute("SELECT count(*) FROM t a, t b, t c, t d, t e").fetchall()
-    assert time.monotonic() - started < 5
+    assert cpu_seconds() - started < 5
     big = "SELECT length(group_concat(hex(a.x || b.x || c.x || 'xxxxxxxxxxxxxxxx'), '')) FROM t a, t b, t c"
     with pytest.raises(packsql.PackSQLError, match="too big.*at most 1,000,000 bytes"):
         packsql.run(conn, big, "invariant", "f.yaml: field 'invariants[0]'")
@@ -101,11 +109,11 @@ def test_a_chain_whose_product_is_huge_is_refused_before_any_row_is_made(tmp_pat
     pack = root / "domains" / "help-desk.yaml"
     pack.write_text(pack.read_text().replace("    rows: 40\n", "    rows: 200\n") + CHAIN)
     ts = load_templates(root)
-    started = time.monotonic()
+    started = cpu_seconds()
     with pytest.raises(Exception, match=r"table 'checks': field 'per_parent.count' \[1, 20\] gives up to [\d,]+ "
                                         r"rows.*a table has at most 25,000.*a world has at most 60,000"):
         build_world(WORLD, tmp_path / "data", templates=ts)
-    assert time.monotonic() - started < 30
+    assert cpu_seconds() - started < 30
 
 
 def test_the_world_total_is_bounded_even_when_each_table_is_within_its_own(tmp_path: Path) -> None:
@@ -129,11 +137,11 @@ def test_the_world_total_is_bounded_even_when_each_table_is_within_its_own(tmp_p
 def test_a_200k_value_enum_and_a_huge_string_are_refused_with_file_field_and_bound(tmp_path: Path) -> None:
     values = json.dumps([f"v{i}" for i in range(200_000)])
     root = _templates(tmp_path / "t", "enum: [open, resolved, closed],", f"enum: {values},")
-    started = time.monotonic()
+    started = cpu_seconds()
     with pytest.raises(TemplateError, match=r"help-desk.yaml: field 'tables\[0:requests\].columns\[5:status\].enum': "
                                             r"200000 items; at most 1000"):
         load_templates(root)
-    assert time.monotonic() - started < 20
+    assert cpu_seconds() - started < 20
     root = _templates(tmp_path / "u", "label: service credit limit", f"label: {'x' * 100_000}")
     with pytest.raises(TemplateError, match=r"field 'rules\[0:credit_limit\].label': a text of 100000 characters; "
                                             r"at most 4000"):
