@@ -80,3 +80,57 @@ def test_dates_and_names() -> None:
     assert answers_match("under review", "Under_Review.", "text")
     assert not answers_match("under review", "approved", "text")
     assert answers_match(1234.5, "1,234.50", "number") and not answers_match(1234.5, "1,234.50 or 99", "number")
+
+
+def test_a_sentence_is_read_for_the_one_value_it_states() -> None:
+    """Found blind (bench/blind_console.py): "There are 1 archived documents on claim CLM-000267." was read as
+    two numbers (1 and 000267) and failed. Record numbers and dates in a sentence are names, not answers."""
+    right = [("There are 1 archived documents on claim CLM-000267.", 1, "int"),
+             ("There are 12 claims (as of 2026-01-10).", 12, "int"),
+             ("As of January 10, 2026 the total is $1,234.50 for policy POL-000171.", 1234.5, "number"),
+             ("Invoice INV-00090 comes to 2,779.79 dollars", 2779.79, "number"),
+             ("3 claims; see #12", 3, "int")]
+    for said, value, kind in right:
+        assert answers_match(value, said, kind), said
+    hedges = [("3 or 4", 3, "int"), ("about 3 to 5", 3, "int"), ("$10.00 or $11.00", 10.0, "number"),
+              ("There are 1 or 2 documents on claim CLM-000267.", 1, "int")]
+    for said, value, kind in hedges:  # a hedge states no one value, even when one of them is right
+        assert not answers_match(value, said, kind), said
+
+
+def _first_number_only(ep: Any, answer: Any) -> Any:
+    """The grader as it was: a sentence must hold exactly one run of digits (a record number counts)."""
+    import re
+
+    from worldfactory.runtime.episode import Verdict
+
+    verdict = ep.verify(answer, explain=False)
+    if isinstance(answer, str) and len(re.findall(r"\d[\d,.]*", answer)) > 1:
+        return Verdict(passed=False, reward=0.0)
+    return verdict
+
+
+def _contains_expected(ep: Any, answer: Any) -> Any:
+    """A lenient grader: passes when the expected value is written anywhere in the answer."""
+    from worldfactory.runtime.episode import Verdict
+
+    verdict = ep.verify(ep.task.answer, explain=False)
+    return verdict if str(ep.task.answer) in str(answer) else Verdict(passed=False, reward=0.0)
+
+
+def test_a_grader_that_miscounts_a_sentence_or_passes_a_hedge_is_caught(world: World) -> None:
+    """Planted graders: the old sentence reader fails the answer_sentence alternative (unfair: the world
+    fails); a grader that looks for the value anywhere passes the hedge mutant ("3 or 4": the task is weak)."""
+    import random
+
+    from worldfactory.generate.validity import check_task
+
+    task = next(t for t in sorted(world.tasks.values(), key=lambda t: t.task_id) if t.answer_type == "int")
+    fine = check_task(world, task, random.Random(0))
+    assert fine.valid and not fine.unfair, (fine.problems, fine.unfair)
+    assert any(a.kind == "answer_sentence" and a.passed for a in fine.alternatives)
+    strict = check_task(world, task, random.Random(0), verify=_first_number_only)
+    assert any(a.kind == "answer_sentence" and not a.passed for a in strict.alternatives), strict.alternatives
+    assert strict.unfair
+    lenient = check_task(world, task, random.Random(0), verify=_contains_expected)
+    assert any("mutant passes" in p and " or " in p for p in lenient.problems), lenient.problems

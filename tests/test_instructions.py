@@ -40,7 +40,14 @@ def defects(instruction: str, spec: WorldSpec) -> list[str]:
         found.append(f"doubled '{m.group(0)}'")
     if re.search(r"\b(on|at|by) of\b", text):
         found.append("a column name as a noun ('the due on of')")
+    if m := re.search(r"\bemail (?!the |contact |user |every |them\b|it\b)([A-Z]\w+ [A-Z]\w+)", text):
+        found.append(f"a recipient without saying who they are ('email {m.group(1)}': a user? a contact?)")
+    if m := re.search(r"\btotal (\w+ )?rate\b", text):
+        found.append(f"a total of a rate ('{m.group(0)}')")
     for table in spec.tables:
+        for col in table.columns:  # found blind: "How many archived documents have record claim CLM-1?"
+            if col.ref and re.search(rf"\bhave {re.escape(col.human)} {re.escape(col.ref.rstrip('s'))}", text):
+                found.append(f"a reference column as an object ('have {col.human}')")
         for state in (table.workflow and table.column(table.workflow.column).enum) or []:
             said = state.replace("_", " ")
             if " " in said and f"{said} {table.singular}" in text:
@@ -59,7 +66,14 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
         "Set up a new meeting (contact contact Rosa Alvarez).": "doubled",
         "Move every claim to fraud_review.": "stored name",
         "Book an meeting for Jo.": "'an meeting'",
+        "Mark account Zenith Foods as churned, then email Dalia Bauer about it.": "without saying who",
+        "What is the total rate across the time entries of matter MAT-1?": "a total of a rate",
     }
+    users = next(t for t in spec.tables if t.name == "users")  # every example world has them, and refs to them
+    ref = next(c for t in spec.tables for c in t.columns if c.ref == "users" and c.human.endswith(" by")
+               or c.ref == "users" and c.human == "account owner")
+    planted[f"How many active accounts have {ref.human} {users.singular} Jo Lee? Answer with a number."] = \
+        "reference column as an object"
     for text, expected in planted.items():
         if "under review" in text and not claims:
             continue

@@ -45,6 +45,27 @@ def test_every_parameter_is_described_and_references_name_their_table(world: Wor
         assert (f"today is {world.clock}" in entry["description"]) == takes_dates, entry["name"]
 
 
+def test_a_search_filter_says_what_it_matches_not_how_to_write_it(world: World) -> None:
+    """Found blind: search_emails' contact_id filter read "the recipient ...; their address is filled in" and
+    to_address "with contact_id leave it out", create_email's guidance on a tool that writes nothing. A column's
+    `description` is for the tools that write it; a filter is described by what it matches."""
+    from worldfactory.generate.tools import tool_specs
+
+    tools = {t["name"]: t for t in world.tool_manifest}
+    search = tools["search_emails"]["input_schema"]["properties"]
+    create = tools["create_email"]["input_schema"]["properties"]
+    assert "filled in" in create["contact_id"]["description"] and "leave it out" in create["to_address"]["description"]
+    for name in ("contact_id", "to_address"):
+        said = search[name]["description"]
+        assert "filled in" not in said and "leave it out" not in said and "when they" not in said, (name, said)
+    assert "a row of table contacts" in search["contact_id"]["description"]
+    spec = world.spec.model_copy(deep=True)  # planted: a filter column's own description must not reach the filter
+    spec.table("emails").column("subject").description = "PLANTED write guidance"
+    made = {t.name: t for t in tool_specs(spec)}
+    assert not any(p.description == "PLANTED write guidance" for p in made["search_emails"].params)
+    assert any(p.description == "PLANTED write guidance" for p in made["create_email"].params)
+
+
 def _email_task(world: World) -> tuple[Any, int]:
     for task in world.tasks.values():
         for i, call in enumerate(task.oracle):

@@ -141,8 +141,8 @@ def _search_tool(spec: WorldSpec, t: TableDef) -> ToolSpec:
                                     description=f"earliest {col.human} (inclusive)"))
             params.append(ParamSpec(name=f"{name}_to", type="date", required=False,
                                     description=f"latest {col.human} (inclusive)"))
-        else:
-            p = _param_from_column(spec, col, required=False)
+        else:  # a filter finds records by the column's value: a write's guidance (`description`) is not for it
+            p = _param_from_column(spec, col.model_copy(update={"description": ""}), required=False)
             p.minimum = None if not col.ref else 1
             p.maximum = None
             params.append(p)
@@ -467,11 +467,17 @@ def _fills(spec: WorldSpec, t: TableDef, tool: ToolSpec) -> list[str]:
         noun = spec.table(ref).singular
         message = (f"{col.name} must be the {noun}'s own {source.replace('_', ' ')} when {ref_name} is given "
                    f"(or be left out; it is filled in)")
+        # And back: an address that is one contact's own is that contact, as if the agent had named them
+        # (found blind: "email contact Quinn Chowdhury" sent to her address alone failed on contact_id).
         out += [f"    if {ref_name} is not None:",
                 f"        filled = db.get({ref!r}, {ref_name}, {noun!r})[{source!r}]",
                 f"        given = {col.name} if {col.name} is not None else filled",
                 f"        {col.name} = filled if filled is not None else given",
-                f"        db.guard(given, '==', {col.name}, {message!r})"]
+                f"        db.guard(given, '==', {col.name}, {message!r})",
+                f"    elif {col.name} is not None:",
+                f"        owners = db.search({ref!r}, [({source!r}, '=', {col.name})], limit=2, offset=0)",
+                "        if owners['total'] == 1:",
+                f"            {ref_name} = owners['results'][0]['id']"]
     return out
 
 

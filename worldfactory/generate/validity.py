@@ -291,6 +291,9 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
     if task.answer is not None:
         wrong = _wrong_answer(task)
         out.append(Mutant(kind="wrong_answer", note=f"answer {wrong!r}", calls=list(plan), answer=wrong))
+        if task.answer_type in ("int", "number"):  # a hedge names the right value and a wrong one: it states none
+            hedge = f"{task.answer} or {wrong}"
+            out.append(Mutant(kind="wrong_answer", note=f"answer {hedge!r}", calls=list(plan), answer=hedge))
     if task.answer_type == "reason":  # a decline names one rule: another rule, or every rule, is wrong
         mine = next((set(r.label.split()) for r in world.rule_refs if r.name == task.answer), set())
         others = sorted((r for r in world.rule_refs if r.name != task.answer),  # the likeliest to be confused first
@@ -308,10 +311,13 @@ def _answer_variants(world: World, task: Task) -> list[tuple[str, Any]]:
         return []
     if kind == "list" and isinstance(a, list) and len(a) > 1:
         return [("list_order", list(reversed(a)))]
-    if kind == "number":
-        return [("number_format", f"${float(a):,.2f}")]
+    if kind == "number":  # a sentence names the record and the day as well; only the amount is the answer
+        said = f"${float(a):,.2f}"
+        return [("number_format", said),
+                ("answer_sentence", f"The total is {said} (record REF-000{int(a) % 997 + 2}, {world.clock}).")]
     if kind == "int":
-        return [("number_format", f"{int(a)}.")]
+        return [("number_format", f"{int(a)}."),
+                ("answer_sentence", f"There are {int(a)} of them on record REF-000{int(a) + 2} as of {world.clock}.")]
     if kind == "date":
         from datetime import date
 
@@ -343,9 +349,15 @@ def alternatives_for(world: World, task: Task) -> list[Mutant]:
         if any(_is_write(world, c) and world.tools_by_name[c.tool].get("table") == "contacts" for c in plan[:i]):
             break  # the plan wrote contacts before: the contact's address may no longer be the seed's
         if who in contacts and at_email is not None and call.args.get("to_address") is None:
-            both = ToolCall(tool=call.tool, args={**call.args, "to_address": contacts[who][at_email]})
+            address = contacts[who][at_email]
+            both = ToolCall(tool=call.tool, args={**call.args, "to_address": address})
             out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
                               calls=plan[:i] + [both] + plan[i + 1:], answer=task.answer))
+            alone = ToolCall(tool=call.tool, args={**{k: v for k, v in call.args.items() if k != "contact_id"},
+                                                   "to_address": address})
+            if sum(1 for row in contacts.values() if row[at_email] == address) == 1:  # the address names one contact
+                out.append(Mutant(kind="recipient_fields", note=f"step {i}: the contact's own address alone",
+                                  calls=plan[:i] + [alone] + plan[i + 1:], answer=task.answer))
             break
     long = len(plan) > LONG_PLAN  # a long plan's are made near its end, as its mutants are: a short tail replays
     for i, call in enumerate(plan):

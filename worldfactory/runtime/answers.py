@@ -24,6 +24,11 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _CURRENCY = re.compile(r"(?i)\b(?:usd|us dollars?|dollars?)\b|[$€£]")
 _DATE_FORMATS = ("%B %d, %Y", "%B %d %Y", "%d %B %Y", "%d %B, %Y", "%b %d, %Y", "%b %d %Y", "%d %b %Y", "%Y/%m/%d",
                  "%A, %B %d, %Y", "%A %B %d %Y", "%A, %d %B %Y")
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b|\b\d{4}/\d{2}/\d{2}\b")
+_MONTHS = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+_DATE_WORDS = re.compile(rf"(?i)\b{_MONTHS}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}\b"
+                         rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+{_MONTHS},?\s+\d{{4}}\b")
+_RECORD_CODE = re.compile(r"(?i)\b[a-z]+(?:-[a-z]+)*[-#]\d[\w-]*|\b[a-z]+\d[\w-]*|#\d+")
 _RULE_ID = re.compile(r"(?:the )?(?:business )?(?:rule )?(?:id )?(?:no |number )?(\d+)")
 
 
@@ -54,14 +59,23 @@ def _decimal(value: Any) -> Decimal:
         text = _CURRENCY.sub("", str(value)).strip().strip(".").replace(" ", "")
         try:
             number = Decimal(text.replace(",", ""))
-        except InvalidOperation:  # a sentence: it must hold exactly one number
-            found = _NUMBER.findall(_CURRENCY.sub("", str(value)))
-            if len(found) != 1:
-                raise ValueError(f"not one number: {value!r}") from None
-            number = Decimal(found[0].replace(",", ""))
+        except InvalidOperation:  # a sentence: it must state exactly one value
+            number = _stated_number(str(value))
     if not number.is_finite():
         raise ValueError("not a finite number")
     return number
+
+
+def _stated_number(sentence: str) -> Decimal:
+    """The one number a sentence states: "There are 3 archived documents on claim CLM-000267 as of
+    2026-01-10." states 3. Record numbers (CLM-000267, INV-00090) and dates are names, not values, so
+    they are set aside; what is left must be one value ("3 or 4" is a hedge and states none)."""
+    text = _DATE_WORDS.sub(" ", _ISO_DATE.sub(" ", _CURRENCY.sub("", sentence)))
+    text = _RECORD_CODE.sub(" ", text)
+    values = {Decimal(found.replace(",", "")) for found in _NUMBER.findall(text)}
+    if len(values) != 1:
+        raise ValueError(f"not one number: {sentence!r}")
+    return values.pop()
 
 
 def _date(value: Any) -> str:

@@ -192,7 +192,7 @@ class TaskBuilder:
             return None
         calls = caddr.lookup + [ToolCall(tool="create_email", args={
             "subject": subject, "body": body, "contact_id": contact["id"]})]
-        return f"email {caddr.text.removeprefix('contact ')} about it with the subject \"{subject}\"", calls
+        return f"email {caddr.text} about it with the subject \"{subject}\"", calls  # "contact X": where to look
 
     def _party(self, table: TableDef, row: dict[str, Any]) -> tuple[str, list[ToolCall], str] | None:
         """Who a record concerns, as the instruction names them, the reads that find their address, and
@@ -215,8 +215,8 @@ class TaskBuilder:
             said = person.get(at.label) if at.label else None
             if table.notify:  # the party the record concerns: "the policyholder (Tomas Dahl)"
                 who = f"the {at.singular if len(path) > 1 else col.human} ({said})" if said else f"the {col.human}"
-            elif said:  # an internal owner, by name
-                who = str(said)
+            elif said:  # an internal owner, by role and name ("the account owner (Jonas Park)"): who, and where to look
+                who = f"the {col.human} ({said})"
             else:
                 continue
             return who, reads, str(person["email"])  # the record itself is read before it is acted on

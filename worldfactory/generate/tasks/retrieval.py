@@ -19,6 +19,13 @@ ASK = {"number": " Give the amount as a number.", "int": " Answer with a number.
        "date": " Give the date (YYYY-MM-DD).", "text": ""}
 
 
+def _summable(col: Any) -> bool:
+    """A money column whose total means something: an amount, not a rate ("the total rate across the time
+    entries" adds hourly rates, which no one asks for, and left a careful agent guessing hours x rate)."""
+    words = col.human.split()
+    return col.type == "money" and not ({"rate", "per"} & set(words))
+
+
 def candidates(b: TaskBuilder) -> Pools:
     """Four pools: counts, sums and lists over each parent's records, and fields of named records."""
     counts: list[Any] = []
@@ -30,7 +37,7 @@ def candidates(b: TaskBuilder) -> Pools:
             for pid in b.parent_ids(table, col):
                 if table.workflow and table.workflow.column in table.search:
                     counts.append(("count", table, col, pid))
-                if any(c.type == "money" for c in table.columns):
+                if any(_summable(c) for c in table.columns):
                     sums.append(("sum", table, col, pid))
                 if table.label and table.workflow and table.workflow.column in table.search:
                     lists.append(("list", table, col, pid))
@@ -73,12 +80,12 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         wf = table.workflow.column
         state = b.rng.choice(sorted({r[wf] for r in rows}))
         n = sum(1 for r in rows if r[wf] == state)
-        q = (f"How many {in_state(plural, state)} does {paddr.text} have?" if own
-             else f"How many {in_state(plural, state)} have {col.human} {paddr.text}?") + ASK["int"]
+        q = (f"How many {in_state(plural, state)} does {paddr.text} have?" if own  # not "have record claim X"
+             else f"How many {in_state(plural, state)} are there {of}?") + ASK["int"]
         search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": 1})
         return Plan(q, paddr.lookup + [search], table.name, answer=n, answer_type="int")
     if kind == "sum":
-        money = b.rng.choice([c for c in table.columns if c.type == "money"])
+        money = b.rng.choice([c for c in table.columns if _summable(c)])
         total = round(sum(float(r[money.name] or 0) for r in rows), 2)
         q = (f"What is the combined {money.human} of the {plural} {of}?" if "total" in money.human.split()
              else f"What is the total {money.human} across the {plural} {of}?") + " Give the total in dollars."

@@ -61,8 +61,11 @@ def has_name(table: TableDef) -> bool:
 
 def of_parent(col: ColumnDef, parent: TableDef, said: str) -> str:
     """A record's link to its parent through a reference column: "of policyholder X" when the column
-    is just the parent's name, else "whose leasing agent is user X"."""
-    return f"of {said}" if col.human == parent.singular else f"whose {col.human} is {said}"
+    is just the parent's name, "requested by user X" when it is a verb's agent, else "whose leasing agent is
+    user X"."""
+    if col.human == parent.singular:
+        return f"of {said}"
+    return f"{col.human} {said}" if col.human.endswith(" by") else f"whose {col.human} is {said}"
 
 
 def tool_name(table: TableDef, kind: str) -> str:

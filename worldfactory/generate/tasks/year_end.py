@@ -114,7 +114,7 @@ def _plan(b: TaskBuilder, anchor: TableDef, docs: TableDef, finalize: Any, archi
             calls.append(ToolCall(tool="create_email", args={"subject": title, "body": f"{title} is filed.",
                                                              "contact_id": auditor["id"]}))
         next_doc += 1
-    auditor_name = auditor_addr.text.removeprefix("contact ")
+    auditor_name = auditor_addr.text  # "contact Zara Devlin": says where to look her up
     kind = human(doc_type)
     every = anchor.singular if scope.state is None else in_state(anchor.singular, scope.state)
     done = render_verb(finalize, "it", {})
