@@ -92,6 +92,23 @@ def test_a_tool_that_keeps_both_recipient_fields_apart_is_caught(world: World) -
     assert "recipient_fields" in _kinds(report, True), report.alternatives
 
 
+def test_a_tool_that_does_not_find_the_contact_by_address_is_caught(world: World) -> None:
+    """Found blind: "email contact Quinn Chowdhury" sent to her address alone failed (contact_id null). Planted in
+    tools.py: create_email no longer finds the contact from the address; the address-alone alternative must fail."""
+    source = world.files["tools.py"].decode()
+    found_by_address = r"    elif to_address is not None:\n        owners = .*?\n            contact_id = .*?\n"
+    planted = re.sub(found_by_address, "", source, flags=re.DOTALL)
+    assert planted != source
+    broken = World({**world.files, "tools.py": planted.encode()}, static=False)
+    task = _sample(world)[3]
+    broken.use_verifiers(build_verifiers(broken, [task]))
+    report = check_task(broken, task, random.Random(0))
+    failed = [a.note for a in report.alternatives if a.kind == "recipient_fields" and not a.passed]
+    assert failed and all("alone" in n for n in failed), report.alternatives
+    fine = check_task(world, task, random.Random(0))
+    assert any("alone" in a.note and a.passed for a in fine.alternatives), fine.alternatives
+
+
 def _copy(bundle: Path, dest: Path) -> BuildContext:
     for f in bundle.iterdir():
         if f.is_file():

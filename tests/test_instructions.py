@@ -40,7 +40,7 @@ def defects(instruction: str, spec: WorldSpec) -> list[str]:
         found.append(f"doubled '{m.group(0)}'")
     if re.search(r"\b(on|at|by) of\b", text):
         found.append("a column name as a noun ('the due on of')")
-    if m := re.search(r"\bemail (?!the |contact |user |every |them\b|it\b)([A-Z]\w+ [A-Z]\w+)", text):
+    if m := re.search(r"\bemail (?!the |contact |user )([A-Z]\w+ [A-Z]\w+) (?:about|with)\b", text):
         found.append(f"a recipient without saying who they are ('email {m.group(1)}': a user? a contact?)")
     if m := re.search(r"\btotal (\w+ )?rate\b", text):
         found.append(f"a total of a rate ('{m.group(0)}')")

@@ -79,17 +79,22 @@ def test_create_email_takes_a_contact_with_or_without_their_own_address(world: W
     with world.episode() as ep:
         contact = ep.call("get_contact", {"contact_id": task.oracle[at].args["contact_id"]}).result
     address = contact["contact"]["email"]  # type: ignore[index]
-    for extra, passes in (({}, True), ({"to_address": address}, True), ({"to_address": "someone@else.example"}, False)):
+    who = task.oracle[at].args["contact_id"]
+    alone = {"contact_id": None, "to_address": address}  # found blind: the contact's address alone is that contact
+    for extra, passes in (({}, True), ({"to_address": address}, True), ({"to_address": "someone@else.example"}, False),
+                          (alone, True), ({"contact_id": None, "to_address": "someone@else.example"}, False)):
         with world.episode(task.task_id) as ep:
             for i, call in enumerate(task.oracle):
-                step = ep.call(call.tool, {**call.args, **extra} if i == at else call.args)
+                args = {k: v for k, v in {**call.args, **extra}.items() if v is not None} if i == at else call.args
+                step = ep.call(call.tool, args)
                 if i == at:
-                    assert step.ok == passes, step.error
+                    assert step.ok == passes or extra.get("contact_id", who) is None, step.error
                     if passes:
                         assert step.result["email"]["to_address"] == address  # type: ignore[index]
+                        assert step.result["email"]["contact_id"] == who  # type: ignore[index]
             assert ep.verify(task.answer).passed == passes, extra
     props = world.tools_by_name["create_email"]["input_schema"]["properties"]
-    assert "contact" in props["contact_id"]["description"] and "not a contact" in props["to_address"]["description"]
+    assert "contact" in props["contact_id"]["description"] and "a contact's own" in props["to_address"]["description"]
 
 
 def _partial(world_id: str, work: Path, stages: tuple[str, ...] = UP_TO_TASKS) -> World:
