@@ -344,22 +344,22 @@ def alternatives_for(world: World, task: Task) -> list[Mutant]:
     norm = world.norm.get("contacts")
     at_email = 1 + norm.columns.index("email") if norm is not None and "email" in norm.columns else None
     contacts = world.seed_rows("contacts") if at_email is not None else {}
-    for i, call in enumerate(plan):
-        who = call.args.get("contact_id") if call.tool == "create_email" else None
-        if any(_is_write(world, c) and world.tools_by_name[c.tool].get("table") == "contacts" for c in plan[:i]):
-            break  # the plan wrote contacts before: the contact's address may no longer be the seed's
-        if who in contacts and at_email is not None and call.args.get("to_address") is None:
-            address = contacts[who][at_email]
-            both = ToolCall(tool=call.tool, args={**call.args, "to_address": address})
-            out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
-                              calls=plan[:i] + [both] + plan[i + 1:], answer=task.answer))
-            alone = ToolCall(tool=call.tool, args={**{k: v for k, v in call.args.items() if k != "contact_id"},
-                                                   "to_address": address})
-            if sum(1 for row in contacts.values() if row[at_email] == address) == 1:  # the address names one contact
-                out.append(Mutant(kind="recipient_fields", note=f"step {i}: the contact's own address alone",
-                                  calls=plan[:i] + [alone] + plan[i + 1:], answer=task.answer))
-            break
     long = len(plan) > LONG_PLAN  # a long plan's are made near its end, as its mutants are: a short tail replays
+    wrote = next((i for i, c in enumerate(plan)  # after the plan writes contacts, an address may not be the seed's
+                  if _is_write(world, c) and world.tools_by_name[c.tool].get("table") == "contacts"), len(plan))
+    emails = [i for i, c in enumerate(plan[:wrote]) if c.tool == "create_email"
+              and c.args.get("contact_id") in contacts and c.args.get("to_address") is None]
+    if emails and at_email is not None:
+        i = emails[-1] if long else emails[0]
+        call, address = plan[i], contacts[plan[i].args["contact_id"]][at_email]
+        both = ToolCall(tool=call.tool, args={**call.args, "to_address": address})
+        out.append(Mutant(kind="recipient_fields", note=f"step {i}: contact_id and the contact's own address",
+                          calls=plan[:i] + [both] + plan[i + 1:], answer=task.answer))
+        alone = ToolCall(tool=call.tool, args={**{k: v for k, v in call.args.items() if k != "contact_id"},
+                                               "to_address": address})
+        if sum(1 for row in contacts.values() if row[at_email] == address) == 1:  # the address names one contact
+            out.append(Mutant(kind="recipient_fields", note=f"step {i}: the contact's own address alone",
+                              calls=plan[:i] + [alone] + plan[i + 1:], answer=task.answer))
     for i, call in enumerate(plan):
         filled = defaults_given(world, call) if not long or i >= len(plan) - 2 else None
         if filled is not None:
