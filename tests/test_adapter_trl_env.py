@@ -64,8 +64,8 @@ def test_the_environment_is_the_worlds_tools_episode_and_verifier(worlds: dict[s
     for c in oracle[:-1]:
         getattr(env, c.tool)(**c.args)
     assert env.get_reward() == 0.0 and env.verdict and env.verdict["mismatches"]
-    refused = json.loads(getattr(env, oracle[0].tool)(**{k: "not-a-value" for k in oracle[0].args}))
-    assert "error" in refused
+    refused = json.loads(getattr(env, oracle[-1].tool)(unexpected_field=1))  # the tool's schema refuses it
+    assert "unexpected_field" in refused["error"]
     # a question: the answer goes through submit_answer, JSON or text
     asks = next(t for t in sorted(world.tasks) if world.task(t).answer is not None)
     env.reset(task_id=asks)
