@@ -43,23 +43,26 @@ def scripted_lm(replies: dict[str, list[str]], seed: int = 0) -> tuple[Any, Any]
 
     class ScriptedLM(LlamaForCausalLM):
         scripting = False
+        rows: list[list[int]] | None = None  # the sequences being generated: the prompt, then each new token
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
-            config = kwargs.get("generation_config")
-            if config is not None:
-                config.use_cache = False  # every step sees the whole conversation
-            kwargs.setdefault("use_cache", False)
-            self.scripting = True
+            self.scripting, self.rows = True, None
             try:
                 return super().generate(*args, **kwargs)
             finally:
-                self.scripting = False
+                self.scripting, self.rows = False, None
 
         def forward(self, input_ids: Any = None, **kwargs: Any) -> Any:
             out = super().forward(input_ids=input_ids, **kwargs)
             if self.scripting and input_ids is not None:
+                # with the KV cache the first call gets the whole prompt, each later one the token just chosen
+                if self.rows is None:
+                    self.rows = input_ids.tolist()
+                else:
+                    for row, ids in zip(self.rows, input_ids[:, -1:].tolist(), strict=True):
+                        row.extend(ids)
                 push = torch.zeros_like(out.logits[:, -1, :])
-                for row, ids in enumerate(input_ids.tolist()):
+                for row, ids in enumerate(self.rows):
                     push[row, next_token(ids)] = PUSH
                 out.logits[:, -1, :] = out.logits[:, -1, :] + push
             return out

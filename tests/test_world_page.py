@@ -84,13 +84,16 @@ def test_the_page_shows_the_world(built: Path) -> None:
     html = (bundle / PAGE).read_text()
     spec = json.loads((bundle / "spec.json").read_text())
     manifest = json.loads((bundle / "world.json").read_text())
-    assert html.count('<svg class="er"') == 1 and "<script" not in html
-    er = html[html.index('<svg class="er"'):]
-    er = er[:er.index("</svg>")]
+    own = [t["name"] for t in json.loads((bundle / "pack.json").read_text())["tables"]]
+    # two whole diagrams, the domain's own tables first, then the shared modules' (each other's tables as stubs)
+    assert html.count('<svg class="er"') == 2 and "<script" not in html
+    svgs = re.findall(r'<svg class="er".*?</svg>', html, re.S)
+    er = "".join(svgs)
     for table in spec["tables"]:  # a node per table, an edge per foreign key
-        assert f"<title>{table['name']}</title>" in er
+        assert f"<title>{table['name']}</title>" in svgs[0 if table["name"] in own else 1]
     fks = [(t["name"], c["ref"]) for t in spec["tables"] for c in t["columns"] if c.get("ref")]
     assert fks and er.count('class="edge"') == len(fks)
+    assert 'class="scroll" id="er"' not in html and all('style="width:100%;max-width:' in svg for svg in svgs)
     assert html.count('class="plot"') == 2 and html.count('<details class="tbl">') == len(spec["tables"])
     for tool in json.loads((bundle / "tools.json").read_text()):
         assert f"<td>{tool['name']}</td>" in html
@@ -101,13 +104,10 @@ def test_the_page_shows_the_world(built: Path) -> None:
             assert f"<td>{name}</td><td>{digest}</td>" in html
     assert str(manifest["generation_seed"]) in html and "mutant kind" in html and "A sample trace" in html
     assert not EXTERNAL.search(html)
-    # the whole diagram, scaled to the page (no window onto part of it), the domain's own tables in their own box
-    assert 'class="scroll" id="er"' not in html and '<svg class="er" role="img" aria-label="entity-relationship ' \
-        'diagram" style="width:100%;max-width:' in html
-    own = [t["name"] for t in json.loads((bundle / "pack.json").read_text())["tables"]]
     dot = page_mod.er_dot(page_mod.parsed_spec((bundle / "spec.json").read_bytes()), own)
-    first = dot[dot.index("subgraph cluster_0"):dot.index("subgraph cluster_1")]
-    assert own and sorted(re.findall(r'^  "(\w+)" \[label', first, re.M)) == sorted(own)
+    full = re.findall(r'^  "(\w+)" \[label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2">',
+                      dot, re.M)
+    assert own and sorted(full) == sorted(own)  # the domain's diagram: its own tables whole, others as stubs
     # the tools collapsed, one group per table, the domain's tables first
     groups = re.findall(r'<details class="tools"><summary>(\w+) \((\d+) tools', html)
     names = [g for g, _ in groups]
@@ -216,24 +216,27 @@ def test_bundle_metadata_links_the_page_and_summarises() -> None:
 def test_chromium_renders_the_page_and_the_site_offline(built: Path, tmp_path: Path) -> None:
     page = built / "worlds" / SMALL[0] / PAGE
     dom = chromium("--dump-dom", page.as_uri(), tmp=tmp_path).stdout
-    assert dom.count('<svg class="er"') == 1 and dom.count('class="plot"') == 2 and "<table" in dom
+    assert dom.count('<svg class="er"') == 2 and dom.count('class="plot"') == 2 and "<table" in dom
     shot = tmp_path / "world-page.png"
     chromium(f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri(), tmp=tmp_path)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     # laid out by Chromium: the whole diagram within the page's width and its own box (nothing scrolled out
     # of sight), the domain's box above the shared modules', and the tools and tasks collapsed
     layout = measure(page, tmp_path, """
-      var svg = d.querySelector('svg.er'), box = d.getElementById('er'), r = svg.getBoundingClientRect();
-      var cl = Array.from(svg.querySelectorAll('g.cluster'))
-                    .map(function (g) { return g.getBoundingClientRect().top; });
+      var svgs = Array.from(d.querySelectorAll('svg.er')), box = d.getElementById('er');
+      var r = svgs.map(function (s) { return s.getBoundingClientRect(); });
       var rows = Array.from(d.querySelectorAll('details.tools table, details.task pre'));
-      return {width: r.width, right: r.right, page: d.documentElement.clientWidth, height: r.height,
-              box: box.clientHeight, scroll: box.scrollHeight, clusters: cl,
+      return {right: Math.max.apply(null, r.map(function (x) { return x.right; })),
+              page: d.documentElement.clientWidth, height: r[0].height + r[1].height,
+              box: box.clientHeight, scroll: box.scrollHeight, tops: r.map(function (x) { return x.top; }),
+              first: Array.from(svgs[0].querySelectorAll('g.node > title')).map(function (t) {
+                return t.textContent; }),
               shown: rows.filter(function (e) { return e.checkVisibility(); }).length, rows: rows.length,
               back: d.querySelector('header a').getAttribute('href')};""")
     assert layout["right"] <= layout["page"] and layout["height"] > 400, layout
-    assert layout["scroll"] <= layout["box"] + 1, layout  # the box shows the whole drawing
-    assert len(layout["clusters"]) == 2 and layout["clusters"][0] < layout["clusters"][1], layout
+    assert layout["scroll"] <= layout["box"] + 1, layout  # the box shows the whole drawings
+    own = [t["name"] for t in json.loads((built / "worlds" / SMALL[0] / "pack.json").read_text())["tables"]]
+    assert layout["tops"][0] < layout["tops"][1] and set(own) <= set(layout["first"]), layout
     assert layout["rows"] > 0 and layout["shown"] == 0, layout
     assert layout["back"] == page_mod.SITE_INDEX
 

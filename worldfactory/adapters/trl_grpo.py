@@ -8,7 +8,8 @@ A completion is a plan: the tool calls it writes (`<tool_call>{"name": ..., "arg
 the Hermes convention most chat templates use) run in order in a fresh episode of its row's task,
 then the world's verifier grades the episode's end state, with the answer in `<answer>...</answer>`
 (JSON, or the text as a string) for tasks that ask a question. The reward is the verifier's, 1.0 or
-0.0. Tool results are not fed back to the model: this is single-turn GRPO on whole plans.
+0.0. Tool results are not fed back to the model: this is single-turn GRPO on whole plans (for multi-turn
+tool use, where TRL runs each call and the model sees its result, see worldfactory.adapters.trl_env).
 
 The dataset is `worldfactory export`'s: TRL passes its `world_id` and `task_id` columns to the
 reward function. `tiny_causal_lm()` builds a randomly initialised model and a byte-level tokenizer

@@ -2,7 +2,8 @@
 and an Env that plays the world to the agent, turn by turn, with the reward from the world's verifier.
 
     vf-eval worldfactory-verifiers --env.taskset.world insurance-claims.regional--v001 \
-        --env.taskset.families '["lookup"]' -n 5 -r 3 -m MODEL -b http://HOST/v1 -k KEY_VAR --no-push
+        --env.taskset.families '["lookup_act"]' -n 5 -r 3 -m MODEL \
+        --client.base-url http://HOST/v1 --client.api-key-var KEY_VAR --no-push
 
     cfg = WorldEnvConfig(taskset=WorldTasksetConfig(id=TASKSET_ID, world="insurance-claims.regional--v001"))
     env = vf.load_environment(cfg)          # the same from Python
@@ -57,7 +58,7 @@ class WorldTasksetConfig(vf.TasksetConfig):
     all_tasks: bool = False
     """Every task the world serves, not only the curated ones (the pass band)."""
     families: list[str] = []
-    """Only tasks of these families (e.g. `["lookup", "bulk"]`); empty keeps every family."""
+    """Only tasks of these families (e.g. `["lookup_act", "bulk"]`); empty keeps every family."""
     task_ids: list[str] = []
     """Only these tasks; empty keeps every task (verifiers' `--select.*` picks from what is left)."""
     max_turns: int = 32

@@ -101,53 +101,48 @@ def hbar_svg(title: str, items: list[tuple[str, float]], vmax: float | None = No
 # --- the ER diagram --------------------------------------------------------------------------
 
 
-def er_dot(spec: WorldSpec, own: list[str] | None = None) -> str:
-    """Graphviz source: a node per table (its columns, keys marked), an edge per foreign key.
-
-    `own`: the domain's own tables (its pack's); they are drawn first, in a box of their own, and the
-    shared modules' tables (org, CRM, email...) in another below them.
-    """
+def er_dot(spec: WorldSpec, members: list[str] | None = None) -> str:
+    """Graphviz source: a node per table of `members` (default: every table; its columns, keys marked) and
+    an edge per foreign key of theirs. A table they reference that is not a member is drawn as a stub (its
+    name in a dashed box), so the edges between the two diagrams of a page are still shown."""
     names = {t.name for t in spec.tables}
+    chosen = set(names if members is None else members)
     lines = ["digraph schema {", '  graph [rankdir=LR, fontname="Helvetica", nodesep=0.25, ranksep=0.6];',
              '  node [shape=plaintext, fontname="Helvetica", fontsize=10];',
              '  edge [color="#5a6f8c", arrowsize=0.6, fontname="Helvetica", fontsize=8];']
-    nodes: dict[str, str] = {}
+    stubs: list[str] = []
     for t in spec.tables:
+        if t.name not in chosen:
+            continue
         rows = [f'<tr><td bgcolor="#dbe6f3" align="left"><b>{esc(t.name)}</b></td></tr>',
                 '<tr><td align="left" port="id">id PK</td></tr>']
         for c in t.columns:
             mark = " FK" if c.ref in names else (" ref" if c.poly_ref else "")
             rows.append(f'<tr><td align="left" port="{esc(c.name)}">{esc(c.name)}{mark}'
                         f'<font color="#777">&#160;{esc(c.type)}</font></td></tr>')
-        nodes[t.name] = (f'  "{t.name}" [label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2">'
-                         f'{"".join(rows)}</table>>];')
-    mine = [n for n in nodes if n in set(own or ())]
-    groups = [(f"{spec.brief.domain}: the domain's own tables", "rounded", "#1f3b5a", mine),
-              (f"shared modules: {', '.join(spec.brief.modules)}", "rounded,dashed", "#888888",
-               [n for n in nodes if n not in set(mine)])] if mine else [("", "", "", list(nodes))]
-    for i, (label, style, color, members) in enumerate(groups):
-        if label:
-            lines.append(f'  subgraph cluster_{i} {{ label="{esc(label)}"; style="{style}"; color="{color}"; '
-                         'fontname="Helvetica"; fontsize=12;')
-        lines += [nodes[n] for n in members]
-        if label:
-            lines.append("  }")
+            if c.ref in names and c.ref not in chosen and c.ref not in stubs:
+                stubs.append(c.ref)
+        lines.append(f'  "{t.name}" [label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2">'
+                     f'{"".join(rows)}</table>>];')
+    for name in stubs:
+        lines.append(f'  "{name}" [label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2" '
+                     f'style="dashed"><tr><td port="id" bgcolor="#f2f2f2"><i>{esc(name)}</i></td></tr></table>>];')
     for t in spec.tables:
         for c in t.columns:
-            if c.ref in names:
+            if t.name in chosen and c.ref in names:
                 lines.append(f'  "{t.name}":"{c.name}" -> "{c.ref}":"id";')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def er_svg(spec: WorldSpec, own: list[str] | None = None) -> str:
-    """The ER diagram as an inline <svg> element, rendered by Graphviz's dot, scaled to the page's width
+def er_svg(spec: WorldSpec, members: list[str] | None = None) -> str:
+    """An ER diagram as an inline <svg> element, rendered by Graphviz's dot, scaled to the page's width
     (never above its own size): the whole diagram on the page, not a window onto part of it."""
     dot = shutil.which("dot")
     if dot is None:
         raise PageError("Graphviz's `dot` is not on PATH: the world page renders its ER diagram with it. "
                         "Install the Debian package `graphviz` (apt-get install -y graphviz)")
-    proc = subprocess.run([dot, "-Tsvg"], input=er_dot(spec, own).encode(), capture_output=True, timeout=120)
+    proc = subprocess.run([dot, "-Tsvg"], input=er_dot(spec, members).encode(), capture_output=True, timeout=120)
     if proc.returncode != 0:
         raise PageError(f"dot -Tsvg failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:500]}")
     svg = proc.stdout.decode()
@@ -156,6 +151,16 @@ def er_svg(spec: WorldSpec, own: list[str] | None = None) -> str:
     svg = re.sub(r'<svg width="([0-9.]+)pt" height="[0-9.]+pt"', r'<svg style="width:100%;max-width:\1pt;height:auto"',
                  svg, count=1)
     return svg.replace("<svg ", '<svg class="er" role="img" aria-label="entity-relationship diagram" ', 1)
+
+
+def er_section(spec: WorldSpec, own: list[str]) -> str:
+    """The schema's diagrams: the domain's own tables first, then the shared modules' (org, CRM, email...),
+    each whole; a table of the other group that one references is a dashed stub. One diagram without a pack."""
+    if not own:
+        return f'<div id="er">{er_svg(spec)}</div>'
+    shared = [t.name for t in spec.tables if t.name not in set(own)]
+    return (f'<div id="er"><h3>{esc(spec.brief.domain)}: the domain\'s own tables</h3>{er_svg(spec, own)}'
+            f"<h3>Shared modules: {esc(', '.join(spec.brief.modules))}</h3>{er_svg(spec, shared)}</div>")
 
 
 # --- the page --------------------------------------------------------------------------------
@@ -339,9 +344,9 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
         _table(["rule", "value", "name"], [[r.label, f"{b.rules[r.name]:g}", r.name] for r in spec.rules], "rules"),
         '<h2 id="schema">Schema</h2>',
         f"<p>{len(spec.tables)} tables; an arrow runs from each foreign key to the table it references"
-        + (f". The domain's own {len(own)} tables are in the top box, the shared modules' below." if own else ".")
-        + "</p>",
-        f'<div id="er">{er_svg(spec, own)}</div>',
+        + (f". The domain's own {len(own)} tables first, then the shared modules'; a dashed box is a table of "
+           "the other diagram." if own else ".") + "</p>",
+        er_section(spec, own),
         '<h2 id="tables">Tables</h2>',
     ]
     con = sqlite3.connect(f"file:{folder / 'seed.db'}?mode=ro&immutable=1", uri=True)
