@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLES
 from worldfactory.adapters.hf_dataset import export_rows, to_dataset
 from worldfactory.runtime.world import World
 
@@ -86,7 +85,7 @@ def test_prompts_render_the_tools_and_the_call_protocol_through_the_chat_templat
     from worldfactory.adapters.trl_grpo import tiny_causal_lm
 
     _, tokenizer = tiny_causal_lm()
-    rows = [r for r in export_rows([worlds_dir / w for w in EXAMPLES]) if r["world_id"] == WORLD][:2]
+    rows = export_rows([worlds_dir / WORLD])[:2]
     tools = chat_tools(world_environment(worlds[WORLD]))
     texts = render_prompts(rows, tokenizer, tools)
     for row, text in zip(rows, texts, strict=True):
