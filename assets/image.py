@@ -10,13 +10,22 @@ and runs one task's oracle through it.
 # No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
 import dagster as dg
 
-from worldfactory.images.probe import probe_image
+from worldfactory.images.probe import ProbeReport, probe_image
 from worldfactory.images.world import build_world_image
+from worldfactory_dagster.assets.stage import check_metadata
 from worldfactory_dagster.pipelines.partitions import world_partitions
 from worldfactory_dagster.resources.world_store import WorldStore
 
 GROUP = "images"
 CHECK = "image_serves_world"
+
+
+def image_check_metadata(world_id: str, probe: ProbeReport, store: WorldStore) -> dict:
+    """The image check's metadata in the stages' checks' shape (check_metadata); the probe's figures in counts."""
+    counts = {"tools": probe.tools, "task_id": probe.task_id, "bundle_identical": probe.bundle_identical,
+              "first_answer_seconds": probe.first_answer_seconds}
+    reason = f"{probe.step}: {probe.reason}" if probe.reason else ""
+    return check_metadata(world_id, probe.passed, reason, counts, store)
 
 
 @dg.asset(name="world_image", partitions_def=world_partitions, deps=[dg.AssetKey("world_bundle")], group_name=GROUP,
@@ -31,12 +40,7 @@ def world_image(context: dg.AssetExecutionContext, world_store: WorldStore) -> d
     probe = probe_image(built.image, bundle)
     if not probe.passed:
         context.log.error(f"{built.world_id}: {CHECK} failed at {probe.step}: {probe.reason}")
-    check_meta: dict = {"world_id": context.partition_key, "passed": probe.passed, "tools": probe.tools,
-                        "task_id": probe.task_id, "bundle_identical": probe.bundle_identical}
-    if probe.first_answer_seconds is not None:
-        check_meta["first_answer_seconds"] = dg.MetadataValue.float(probe.first_answer_seconds)
-    if probe.reason:
-        check_meta["reason"] = dg.MetadataValue.md(f"```\n{probe.step}: {probe.reason}\n```")
+    check_meta = image_check_metadata(context.partition_key, probe, world_store)
     return dg.MaterializeResult(
         metadata={"image": built.image, "image_id": built.image_id, "runtime": built.runtime,
                   "bundle_sha256": built.bundle_sha256, "built": built.built,

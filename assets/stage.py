@@ -63,17 +63,24 @@ def summary_markdown(report: StageReport) -> str:
                       *[f"| {k} | {v} |" for k, v in rows]])
 
 
-def proof_metadata(proof: Proof, store: WorldStore) -> dict[str, Any]:
-    """One world's check metadata, the same keys whether it passed or failed and whatever the run size.
+def check_metadata(world_id: str, passed: bool, reason: str, counts: dict[str, Any], store: WorldStore
+                   ) -> dict[str, Any]:
+    """One world's check metadata, the same keys for every check (the stages' proofs and gates, the image's),
+    whether it passed or failed and whatever the run size.
 
-    The keys: world_id, passed, reason (empty when it passed), counts (the proof's details, a JSON
-    object, empty when it failed) and path (the world's published bundle), so "did world X pass?"
-    reads the same in the UI for a one-world run and a batch.
+    The keys: world_id, passed, reason (empty when it passed), counts (the check's figures, a JSON
+    object) and path (the world's published bundle), so "did world X pass?" reads the same in the UI
+    for a one-world run and a batch.
     """
-    return {"world_id": proof.world_id, "passed": proof.passed,
-            "reason": dg.MetadataValue.md(f"```\n{proof.reason}\n```" if proof.reason else ""),
-            "counts": dg.MetadataValue.json(dict(sorted(proof.details.items()))),
-            "path": dg.MetadataValue.path(str(bundle_path(store, proof.world_id)))}
+    return {"world_id": world_id, "passed": passed,
+            "reason": dg.MetadataValue.md(f"```\n{reason}\n```" if reason else ""),
+            "counts": dg.MetadataValue.json(dict(sorted(counts.items()))),
+            "path": dg.MetadataValue.path(str(bundle_path(store, world_id)))}
+
+
+def proof_metadata(proof: Proof, store: WorldStore) -> dict[str, Any]:
+    """A stage proof's check metadata (check_metadata: counts are the proof's details, empty when it failed)."""
+    return check_metadata(proof.world_id, proof.passed, proof.reason, proof.details, store)
 
 
 def check_evaluations(context: dg.AssetExecutionContext, spec: dg.AssetCheckSpec, proofs: Sequence[Proof],

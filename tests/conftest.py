@@ -146,6 +146,7 @@ LONGEST_FIRST = (
     "tests/test_dagster_recovery.py",
     "tests/test_rollouts.py::test_openai_loop",
     "tests/test_adapter_verifiers.py",
+    "tests/test_adapter_trl_env.py",  # a scripted multi-turn GRPO run (module-scoped: one worker)
     "tests/test_world_page.py",
     "tests/test_parallel.py::test_engine_jobs",
     "tests/test_build_engine.py::test_same_world",

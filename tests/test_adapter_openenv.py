@@ -125,3 +125,80 @@ def test_openenv_errors_and_http_routes(server: str, worlds: dict[str, World]) -
     assert r1["observation"]["task_id"] == r2["observation"]["task_id"] in curated
     assert httpx2.get(f"{server}/health").json()["status"] == "healthy"
     assert httpx2.get(f"{server}/metadata").json()["name"] == WORLD
+
+
+def test_serve_openenv_beside_mcp_from_the_command_line(worlds_dir, worlds: dict[str, World]) -> None:
+    """`worldfactory serve --transport http --openenv` (the real CLI, confined as it always is): OpenEnv's
+    client plays an episode over /ws, MCP and the control plane answer on the same port, /metadata is
+    filled, and a web page on another origin can open neither a WebSocket nor a request."""
+    import os
+    import subprocess
+    import sys
+
+    import httpx2
+    import websockets
+    from openenv.core.env_server.mcp_types import CallToolAction
+
+    from worldfactory.adapters.openenv_server import SUBMIT, WorldEnvClient
+
+    world = worlds[WORLD]
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    proc = subprocess.Popen([sys.executable, "-m", "worldfactory.cli", "serve", str(worlds_dir / WORLD),
+                             "--transport", "http", "--port", str(port), "--openenv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "WORLDFACTORY_CONTROL_TOKEN": "tok"})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            try:
+                if httpx2.get(f"{base}/health", timeout=2).status_code == 200:
+                    break
+            except Exception:  # noqa: BLE001 (not up yet)
+                time.sleep(0.2)
+        meta = httpx2.get(f"{base}/metadata").json()
+        manifest = json.loads(world.files["world.json"])
+        assert meta["readme_content"] == world.files["README.md"].decode()
+        assert meta["version"].startswith(f"{manifest['generator_version']}+")
+        assert httpx2.get(f"{base}/healthz").json()["world_id"] == WORLD  # ours, beside OpenEnv's /health
+        tasks = httpx2.get(f"{base}/control/tasks", headers={"authorization": "Bearer tok"})
+        assert tasks.status_code == 200 and len(tasks.json()) == len(world.tasks)
+        init = httpx2.post(f"{base}/mcp", json=_rpc(1, "initialize", INIT),
+                           headers={"accept": "application/json, text/event-stream"})
+        assert init.status_code == 200  # MCP on the same port
+        task_id = write_task(world)
+
+        async def play() -> float | None:
+            async with WorldEnvClient(base_url=base) as env:
+                await env.reset(task_id=task_id)
+                for call in world.task(task_id).oracle:
+                    await env.call_tool(call.tool, **call.args)
+                end = await env.step(CallToolAction(tool_name=SUBMIT, arguments={"answer": None}))
+                return end.reward
+
+        assert asyncio.run(play()) == 1.0
+
+        async def from_page(origin: str) -> str:
+            try:
+                async with websockets.connect(f"ws://127.0.0.1:{port}/ws", origin=origin) as ws:
+                    await ws.close()
+                    return "open"
+            except websockets.exceptions.InvalidStatus as exc:
+                return str(exc.response.status_code)
+
+        assert asyncio.run(from_page("http://evil.example")) == "403"  # the guard, before OpenEnv sees it
+        assert httpx2.get(f"{base}/metadata", headers={"origin": "http://evil.example"}).status_code == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _rpc(id_: int, method: str, params: dict | None = None) -> dict:
+    return {"jsonrpc": "2.0", "id": id_, "method": method, "params": params or {}}
+
+
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}

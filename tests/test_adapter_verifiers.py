@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -122,3 +123,59 @@ def test_verifiers_runs_episodes_graded_by_the_world(vf_env: Any) -> None:
     assert bad.rewards["world_verifier"].score == 0.0 and bad.metrics["tool_calls"] == 0
     assert bad.info["worldfactory"]["verdict"]["mismatches"]
     print(f"verifiers: 2 episodes in {seconds:.1f} s ({len(oracle)} tool calls), rewards 1.0 and 0.0")
+
+
+def vf_eval(args: list[str], base_url: str, out: Path, data: Path) -> subprocess.CompletedProcess[str]:
+    """`vf-eval worldfactory-verifiers ...` as a verifiers user runs it: its own process, from a folder
+    that is not the checkout (the plugin must be installed), models on `base_url`."""
+    env = dict(os.environ, WORLDFACTORY_DATA=str(data), WF_SCRIPTED_KEY="not-a-key",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    cmd = [str(Path(sys.executable).parent / "vf-eval"), "worldfactory-verifiers", *args, "-m", "scripted",
+           "--client.base-url", base_url, "--client.api-key-var", "WF_SCRIPTED_KEY", "--no-push", "--no-rich",
+           "-c", "1", "-o", str(out), "--run.dir", "run", "--clean"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=out.parent)
+
+
+def test_vf_eval_command_line_runs_the_world_with_families_and_rollouts(worlds_dir: Path, worlds: dict[str, Any],
+                                                                       tmp_path: Path) -> None:
+    world = worlds[WORLD]
+    family = "lookup_act"
+    curated = sorted(json.loads(line)["task_id"] for line in world.files["curated_tasks.jsonl"].decode().splitlines())
+    picked = [t for t in curated if world.task(t).family == family]
+    task = picked[0]  # -n 1 keeps the first task the families filter leaves
+    assert world.episode(task).verify(None).reward == 0.0  # doing nothing fails it
+    solve = "".join(f"<tool_call>{json.dumps({'name': c.tool, 'arguments': c.args})}</tool_call>"
+                    for c in world.task(task).oracle)
+    out = tmp_path / "outputs"
+    out.mkdir()
+    # -r 2 (two rollouts of the task, one at a time): the first solves it, the second does nothing
+    with StreamingScript([solve, "Done.", "I will not do that."]) as base_url:
+        done = vf_eval(["--env.taskset.world", WORLD, "--env.taskset.families", json.dumps([family]), "-n", "1",
+                        "-r", "2"], base_url, out, worlds_dir.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    traces = [json.loads(line) for line in (out / "run" / "traces.jsonl").read_text().splitlines()]
+    tasks = [t["traces"][0]["info"]["worldfactory"]["task_id"] for t in traces]
+    scores = [t["traces"][0]["rewards"]["world_verifier"]["score"] for t in traces]
+    assert tasks == [task, task] and scores == [1.0, 0.0], (tasks, scores)
+    # a family the world does not have is named, with the ones it has
+    bad = vf_eval(["--env.taskset.world", WORLD, "--env.taskset.families", '["nosuch"]'], "http://127.0.0.1:9/v1",
+                  out, worlds_dir.parent)
+    assert bad.returncode != 0 and "['nosuch'] not in" in bad.stderr and family in bad.stderr
+
+
+def test_vf_eval_help_and_a_failing_model_fail_loudly(worlds_dir: Path, tmp_path: Path) -> None:
+    from tests.llm_server import LLMServer, ScriptedModel
+
+    out = tmp_path / "outputs"
+    out.mkdir()
+    helped = vf_eval(["--env.taskset.world", WORLD, "--help"], "http://127.0.0.1:9/v1", out, worlds_dir.parent)
+    assert helped.returncode == 0 and "--env.taskset.families" in helped.stdout, helped.stderr[-2000:]
+    nothing = vf_eval(["-n", "1"], "http://127.0.0.1:9/v1", out, worlds_dir.parent)
+    assert nothing.returncode != 0 and "--env.taskset.world WORLD" in nothing.stderr
+    # a real HTTP server that answers 500: the run fails with the provider's error, not a score of 0.0
+    model = ScriptedModel({}, mode="error500")
+    with LLMServer(model) as base_url:
+        failed = vf_eval(["--env.taskset.world", WORLD, "-n", "1"], base_url, out, worlds_dir.parent)
+    assert failed.returncode == 1, (failed.returncode, failed.stdout[-2000:])
+    assert "ModelCallFailed" in failed.stderr and "the scripted server is down" in failed.stderr
+    assert model.requests >= 1

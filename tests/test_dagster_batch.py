@@ -200,3 +200,19 @@ def test_partition_metadata_lands_on_each_partition_and_only_targeted_ones(tmp_p
         assert not bad.success
         [failure] = bad.get_step_failure_events()
         assert "does not target: ['c']" in root_cause(failure.step_failure_data.error)
+
+
+def test_the_image_check_has_the_stages_check_shape(tmp_path: Path) -> None:
+    """world_image's check carries the same keys as every stage's, passed or failed (its figures in counts)."""
+    from worldfactory.images.probe import ProbeReport
+    from worldfactory_dagster.assets.image import image_check_metadata
+    from worldfactory_dagster.resources.world_store import WorldStore
+
+    store = WorldStore(root=str(tmp_path))
+    ok = image_check_metadata(FINE, ProbeReport(image="i", world_id=FINE, passed=True, tools=12, task_id="t",
+                                                bundle_identical=True, first_answer_seconds=1.5), store)
+    bad = image_check_metadata(FINE, ProbeReport(image="i", world_id=FINE, passed=False, step="start",
+                                                 reason="the container exited"), store)
+    assert set(ok) == set(bad) == CHECK_KEYS
+    assert ok["reason"].value == "" and "start: the container exited" in bad["reason"].value
+    assert ok["counts"].value["tools"] == 12 and ok["path"].value == str((tmp_path / "worlds" / FINE).resolve())

@@ -74,6 +74,23 @@ def test_the_world_layer_is_the_published_bytes_and_contexts_are_deterministic(b
         assert member.mtime == 0 and member.uid == 0 and tar.extractfile(member).read() == files["seed.db"]
 
 
+def test_the_openenv_target_serves_openenv_on_a_runtime_with_its_extra(bundle: Path) -> None:
+    files = read_published(bundle)
+    plain = world_context(files, bundle_labels(files, "rt:x"), "rt:x")["Dockerfile"].decode()
+    labels = bundle_labels(files, "rt:y", openenv=True)
+    ctx = world_context(files, labels, "rt:y", openenv=True)
+    cmd = json.loads(next(line for line in ctx["Dockerfile"].decode().splitlines() if line.startswith("CMD "))[4:])
+    assert cmd[-1] == "--openenv" and "--openenv" not in plain and labels[f"{LABEL}serves"] == "mcp,openenv"
+    assert {k: v for k, v in ctx.items() if k.startswith("world/")} == {f"world/{k}": v for k, v in files.items()}
+    # the OpenEnv runtime installs the `openenv` extra (and so gets another tag); an unknown extra is named
+    with_extra = requirements(ROOT, ("openenv",))
+    assert any(r.startswith("openenv-core") for r in with_extra)
+    assert not any(r.startswith("openenv-core") for r in requirements(ROOT))
+    assert runtime_tag(runtime_context(extras=("openenv",))) != runtime_tag(runtime_context())
+    with pytest.raises(ValueError, match="no extra \\['nosuch'\\]"):
+        requirements(ROOT, ("nosuch",))
+
+
 def test_image_names_follow_the_reference_grammar() -> None:
     assert image_name("insurance-claims.regional--v001") == "localhost/worldfactory/insurance-claims.regional--v001"
     assert image_name("Brief.My Shop--v002") == "localhost/worldfactory/brief.my-shop--v002"

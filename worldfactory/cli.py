@@ -460,11 +460,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from worldfactory import confine
 
     path = resolve_world(args.world, _root(args))
+    if args.openenv and args.transport != "http":
+        ERR.print("error: serve: --openenv needs --transport http (OpenEnv's app is served over HTTP and WebSocket)")
+        return 2
     options = _serve_options(args) if args.transport == "http" else None
     if args.transport == "http" and options is None:
         return 2
     if os.environ.get(confine.ENV_INSIDE) == "1":
-        confine.harden(preload=confine.SERVE_MODULES)
+        openenv = ("worldfactory.adapters.openenv_server",) if options is not None and options.openenv else ()
+        confine.harden(preload=(*confine.SERVE_MODULES, *openenv))
     elif confine.confined_here():
         return _serve_confined(args, path, options)
     from worldfactory.runtime.mcp_server import serve
@@ -499,7 +503,8 @@ def _serve_options(args: argparse.Namespace) -> Any:
         return ServeOptions(host=args.host, idle_seconds=args.idle_timeout, free_idle_seconds=args.mcp_idle_timeout,
                             max_sessions=args.max_sessions, max_free_sessions=args.max_free_sessions,
                             max_connections=args.max_connections, allowed_hosts=tuple(hosts),
-                            allowed_origins=tuple(args.allowed_origin or ()), mcp_auth=args.mcp_auth)
+                            allowed_origins=tuple(args.allowed_origin or ()), mcp_auth=args.mcp_auth,
+                            openenv=args.openenv)
     except ValidationError as exc:
         for err in exc.errors():
             where = ".".join(str(x) for x in err["loc"])
@@ -512,7 +517,9 @@ def _serving_line(name: str, port: int, options: Any) -> str:
     return (f"serving {name} over streamable HTTP at http://{options.host}:{port}/mcp "
             f"({'token required' if options.mcp_needs_token else 'open'}; control plane at /control; idle "
             f"episodes expire after {options.idle_seconds:g} s, free-form /mcp sessions after "
-            f"{options.free_idle_seconds:g} s)")
+            f"{options.free_idle_seconds:g} s)"
+            + (f"; OpenEnv's app at http://{options.host}:{port}/ (/ws, /reset, /step, /metadata)"
+               if options.openenv else ""))
 
 
 def _serve_confined(args: argparse.Namespace, path: Path, options: Any) -> int:
@@ -573,8 +580,9 @@ def cmd_image(args: argparse.Namespace) -> int:
     for ref in refs:
         path = resolve_world(ref, _root(args))
         try:
-            built = build_world_image(path, force=args.force, log=(lambda line: ERR.print(line, markup=False,
-                                      highlight=False)) if args.verbose else None)
+            built = build_world_image(path, force=args.force, openenv=args.openenv,
+                                      log=(lambda line: ERR.print(line, markup=False, highlight=False))
+                                      if args.verbose else None)
             out: dict[str, Any] = built.model_dump(exclude={"labels"})
             if args.probe:
                 probe = probe_image(built.image, path)
@@ -953,6 +961,9 @@ def parser() -> argparse.ArgumentParser:
                          "requests with any other Origin get 403, requests with none (every non-browser client) pass")
     sv.add_argument("--mcp-auth", choices=["token", "open"],
                     help="http: whether /mcp needs the control token too (default: open on loopback, token off it)")
+    sv.add_argument("--openenv", action="store_true",
+                    help="http: also serve OpenEnv's app (/ws, /reset, /step, /state, /metadata, /health) on the same "
+                         "port, for OpenEnv's clients (pip install -e '.[openenv]')")
     _sandbox_args(sv)
     sv.set_defaults(fn=cmd_serve)
 
@@ -964,6 +975,9 @@ def parser() -> argparse.ArgumentParser:
                     help="then run the container and check it over MCP (tools, one task's oracle); exit 1 if not")
     im.add_argument("--runtime", action="store_true",
                     help="only the shared runtime image (also the Dagster code image of deploy/): its reference")
+    im.add_argument("--openenv", action="store_true",
+                    help="the OpenEnv target: OpenEnv's app beside MCP on port 8000 (tag <sha>-openenv), for "
+                         "OpenEnv's from_docker_image")
     im.add_argument("--verbose", "-v", action="store_true", help="show the engine's build output")
     im.add_argument("--json", action="store_true", help="one JSON object per world (image, sizes, seconds...)")
     im.set_defaults(fn=cmd_image)

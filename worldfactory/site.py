@@ -59,7 +59,7 @@ def catalog_data(data_root: Path) -> dict[str, Any]:
                      "WHERE world_id IN (SELECT world_id FROM worlds) GROUP BY world_id, policy, task_id")],
             "stage_seconds": _rows(con, "SELECT stage, sum(wall_seconds) FROM costs WHERE world_id IN "
                                         "(SELECT world_id FROM worlds) GROUP BY stage ORDER BY stage"),
-            "world_cost": _rows(con, "SELECT world_id, sum(cost_usd), sum(wall_seconds) FROM costs "
+            "world_cost": _rows(con, "SELECT world_id, sum(cost_usd), sum(wall_seconds), sum(cpu_seconds) FROM costs "
                                      "WHERE world_id IN (SELECT world_id FROM worlds) GROUP BY world_id "
                                      "ORDER BY world_id"),
         }
@@ -84,6 +84,16 @@ def _select(ident: str, label: str, values: list[str]) -> str:
             f"{opts}</select></label> ")
 
 
+def cost_plot(world_cost: list[tuple[Any, ...]]) -> str:
+    """What each world cost: model dollars when any world spent some; otherwise (offline builds spend $0) the
+    CPU seconds its stages took, so the plot says something instead of showing empty bars."""
+    dollars = [(w, float(c or 0)) for w, c, *_ in world_cost]
+    if any(v > 0 for _, v in dollars):
+        return hbar_svg("Cost per world (USD)", dollars, fmt="${:.4f}", color="#3b6ea5")
+    cpu = [(w, float(cpu or 0)) for w, _c, _s, cpu in world_cost]
+    return hbar_svg("Cost per world: CPU seconds (model cost $0)", cpu, fmt="{:.1f} s", color="#3b6ea5")
+
+
 def index_page(data: dict[str, Any], linked: set[str]) -> str:
     worlds = data["worlds"]
     families = data["families"]
@@ -103,7 +113,7 @@ def index_page(data: dict[str, Any], linked: set[str]) -> str:
                     f"<td>{esc(domain)}</td><td>{esc(ctype)}</td><td>{tables}</td><td>{nrows}</td><td>{tools}</td>"
                     f"<td>{tasks}</td><td>{oracle}/{tasks}</td><td>{null}</td>"
                     f"<td>{esc(families.get(wid, ''))}</td></tr>")
-    total_cost = sum(float(c or 0) for _, c, _ in data["world_cost"])
+    total_cost = sum(float(c or 0) for _, c, *_ in data["world_cost"])
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
@@ -119,8 +129,7 @@ def index_page(data: dict[str, Any], linked: set[str]) -> str:
                  color="#4a8c5c"),
         hbar_svg("Build seconds per stage (all worlds)", [(s, float(seconds[s] or 0)) for s in stages],
                  fmt="{:.1f}", color="#a5663b"),
-        hbar_svg("Cost per world (USD)", [(w, float(c or 0)) for w, c, _ in data["world_cost"]], fmt="${:.4f}",
-                 color="#3b6ea5"),
+        cost_plot(data["world_cost"]),
         "</div>",
         f'<p class="note">Total model cost across the catalog: ${total_cost:.4f} (offline builds spend nothing).</p>',
         '<h2 id="index">Worlds</h2><form class="filters" onsubmit="return false">',
@@ -137,9 +146,10 @@ def index_page(data: dict[str, Any], linked: set[str]) -> str:
         "<tbody>" + "".join(f"<tr><td>{esc(f)}</td><td>{n}</td><td>{s}</td></tr>" for f, n, s in data["family_tasks"])
         + "</tbody></table>",
         "<h2>Build seconds and cost per world</h2>",
-        '<table id="costs"><thead><tr><th>world</th><th>wall seconds</th><th>cost (USD)</th></tr></thead><tbody>'
-        + "".join(f"<tr><td>{esc(w)}</td><td>{float(s or 0):.2f}</td><td>{float(c or 0):.4f}</td></tr>"
-                  for w, c, s in data["world_cost"]) + "</tbody></table>",
+        '<table id="costs"><thead><tr><th>world</th><th>CPU seconds</th><th>wall seconds</th><th>cost (USD)</th>'
+        "</tr></thead><tbody>"
+        + "".join(f"<tr><td>{esc(w)}</td><td>{float(cpu or 0):.2f}</td><td>{float(s or 0):.2f}</td>"
+                  f"<td>{float(c or 0):.4f}</td></tr>" for w, c, s, cpu in data["world_cost"]) + "</tbody></table>",
         "</main></body></html>", ""])
 
 

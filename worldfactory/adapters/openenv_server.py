@@ -17,11 +17,19 @@ Tool calls get reward 0.0; a refused call's result is {"error": ...} and changes
 
 The server holds one loaded world; episodes are isolated copies of its seed state, as everywhere else.
 Only the `/ws` session (what OpenEnv's clients use) keeps an episode across steps: OpenEnv's plain
-HTTP `/reset` and `/step` each run on a fresh environment.
+HTTP `/reset` and `/step` each run on a fresh environment. `/metadata` has the world's README and
+its generator version with the bundle's hash.
+
+`worldfactory serve WORLD --transport http --openenv` serves this app beside MCP and the control
+plane on one port (OpenEnv answers every path those do not: /ws, /reset, /step, /state, /schema,
+/metadata, /health), behind the same Host and Origin guards; `worldfactory image WORLD --openenv`
+builds an image that does so on port 8000, for OpenEnv's `from_docker_image`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -119,7 +127,16 @@ class WorldOpenEnv(Environment):
         return self._state
 
     def get_metadata(self) -> EnvironmentMetadata:
-        return EnvironmentMetadata(name=self.world.world_id, description=(
+        """What OpenEnv's /metadata shows: the world's own README (its card) and the generator version that
+        made it, with the bundle's sha256 (world.json's), so a client can tell which build it is talking to."""
+        files = getattr(self.world, "files", {})
+        readme = files.get("README.md", b"").decode() or None
+        manifest = json.loads(files["world.json"]) if "world.json" in files else {}
+        version = manifest.get("generator_version")
+        if version is not None and "world.json" in files:
+            version = f"{version}+{hashlib.sha256(files['world.json']).hexdigest()[:12]}"
+        return EnvironmentMetadata(name=self.world.world_id, readme_content=readme, version=version,
+                                   author="WorldFactory", description=(
             f"A WorldFactory world: {len(self.world.tasks)} tasks, {len(self.tools) - 1} MCP tools; "
             f"end an episode with {SUBMIT}."))
 

@@ -8,7 +8,8 @@ A completion is a plan: the tool calls it writes (`<tool_call>{"name": ..., "arg
 the Hermes convention most chat templates use) run in order in a fresh episode of its row's task,
 then the world's verifier grades the episode's end state, with the answer in `<answer>...</answer>`
 (JSON, or the text as a string) for tasks that ask a question. The reward is the verifier's, 1.0 or
-0.0. Tool results are not fed back to the model: this is single-turn GRPO on whole plans.
+0.0. Tool results are not fed back to the model: this is single-turn GRPO on whole plans (for multi-turn
+tool use, where TRL runs each call and the model sees its result, see worldfactory.adapters.trl_env).
 
 The dataset is `worldfactory export`'s: TRL passes its `world_id` and `task_id` columns to the
 reward function. `tiny_causal_lm()` builds a randomly initialised model and a byte-level tokenizer
@@ -100,32 +101,32 @@ class WorldReward:
             env.close()
 
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
-                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-
-
-def tiny_causal_lm(seed: int = 0, hidden: int = 32, layers: int = 2) -> tuple[Any, Any]:
+def tiny_causal_lm(seed: int = 0, hidden: int = 32, layers: int = 2, context: int = 16384) -> tuple[Any, Any]:
     """A randomly initialised Llama-shaped model and a byte-level tokenizer, built offline.
 
-    For smoke runs of the plumbing (a few GRPO steps on CPU in seconds); it learns nothing useful.
+    The tokenizer carries Qwen3's chat template (TRL's copy), so TRL knows how to parse its tool calls
+    (`<tool_call>{"name": ..., "arguments": ...}</tool_call>`, the Hermes convention) and the model can
+    run TRL's multi-turn tool loop (environment_factory) as a real Qwen3 would. For smoke runs of the
+    plumbing (a few GRPO steps on CPU in seconds); it learns nothing useful.
     """
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from trl.chat_template_utils import qwen3_chat_template
 
-    specials = ["<|pad|>", "<|end|>", "<|user|>", "<|assistant|>", "<|system|>"]
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     vocab = {tok: i for i, tok in enumerate(specials + sorted(alphabet))}
     core = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
     core.add_special_tokens(specials)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", eos_token="<|end|>",
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|endoftext|>", eos_token="<|im_end|>",
                                         padding_side="left")
-    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.chat_template = qwen3_chat_template
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden, intermediate_size=2 * hidden,
                          num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=2,
-                         max_position_embeddings=4096, pad_token_id=tokenizer.pad_token_id,
+                         max_position_embeddings=context, pad_token_id=tokenizer.pad_token_id,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=None, tie_word_embeddings=True)
     return LlamaForCausalLM(config), tokenizer

@@ -28,6 +28,10 @@ from worldfactory.spec import Task, WorldSpec
 PAGE = "index.html"
 SAMPLE_ROWS = 3
 CELL_CHARS = 60
+PLAN_SHOWN = 5  # oracle calls shown per task (bulk plans run to hundreds); the rest are counted
+DIFF_SHOWN = 5  # gold-diff rows shown per task, likewise
+LINE_CHARS = 110  # a plan or diff line longer than this is cut
+SITE_INDEX = "../index.html"  # the catalog site's index, from its worlds/<id>.html (`worldfactory site`)
 
 
 class PageError(RuntimeError):
@@ -97,42 +101,66 @@ def hbar_svg(title: str, items: list[tuple[str, float]], vmax: float | None = No
 # --- the ER diagram --------------------------------------------------------------------------
 
 
-def er_dot(spec: WorldSpec) -> str:
-    """Graphviz source: a node per table (its columns, keys marked), an edge per foreign key."""
+def er_dot(spec: WorldSpec, members: list[str] | None = None) -> str:
+    """Graphviz source: a node per table of `members` (default: every table; its columns, keys marked) and
+    an edge per foreign key of theirs. A table they reference that is not a member is drawn as a stub (its
+    name in a dashed box), so the edges between the two diagrams of a page are still shown."""
     names = {t.name for t in spec.tables}
+    chosen = set(names if members is None else members)
     lines = ["digraph schema {", '  graph [rankdir=LR, fontname="Helvetica", nodesep=0.25, ranksep=0.6];',
              '  node [shape=plaintext, fontname="Helvetica", fontsize=10];',
              '  edge [color="#5a6f8c", arrowsize=0.6, fontname="Helvetica", fontsize=8];']
+    stubs: list[str] = []
     for t in spec.tables:
+        if t.name not in chosen:
+            continue
         rows = [f'<tr><td bgcolor="#dbe6f3" align="left"><b>{esc(t.name)}</b></td></tr>',
                 '<tr><td align="left" port="id">id PK</td></tr>']
         for c in t.columns:
             mark = " FK" if c.ref in names else (" ref" if c.poly_ref else "")
             rows.append(f'<tr><td align="left" port="{esc(c.name)}">{esc(c.name)}{mark}'
-                        f'<font color="#777"> {esc(c.type)}</font></td></tr>')
+                        f'<font color="#777">&#160;{esc(c.type)}</font></td></tr>')
+            if c.ref in names and c.ref not in chosen and c.ref not in stubs:
+                stubs.append(c.ref)
         lines.append(f'  "{t.name}" [label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2">'
                      f'{"".join(rows)}</table>>];')
+    for name in stubs:
+        lines.append(f'  "{name}" [label=<<table border="0" cellborder="1" cellspacing="0" cellpadding="2" '
+                     f'style="dashed"><tr><td port="id" bgcolor="#f2f2f2"><i>{esc(name)}</i></td></tr></table>>];')
     for t in spec.tables:
         for c in t.columns:
-            if c.ref in names:
+            if t.name in chosen and c.ref in names:
                 lines.append(f'  "{t.name}":"{c.name}" -> "{c.ref}":"id";')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def er_svg(spec: WorldSpec) -> str:
-    """The ER diagram as an inline <svg> element, rendered by Graphviz's dot."""
+def er_svg(spec: WorldSpec, members: list[str] | None = None) -> str:
+    """An ER diagram as an inline <svg> element, rendered by Graphviz's dot, scaled to the page's width
+    (never above its own size): the whole diagram on the page, not a window onto part of it."""
     dot = shutil.which("dot")
     if dot is None:
         raise PageError("Graphviz's `dot` is not on PATH: the world page renders its ER diagram with it. "
                         "Install the Debian package `graphviz` (apt-get install -y graphviz)")
-    proc = subprocess.run([dot, "-Tsvg"], input=er_dot(spec).encode(), capture_output=True, timeout=120)
+    proc = subprocess.run([dot, "-Tsvg"], input=er_dot(spec, members).encode(), capture_output=True, timeout=120)
     if proc.returncode != 0:
         raise PageError(f"dot -Tsvg failed ({proc.returncode}): {proc.stderr.decode(errors='replace')[:500]}")
     svg = proc.stdout.decode()
     svg = svg[svg.index("<svg"):]  # drop the XML prolog, doctype and the version comment
     svg = re.sub(r"<!--.*?-->\n?", "", svg, flags=re.S)
+    svg = re.sub(r'<svg width="([0-9.]+)pt" height="[0-9.]+pt"', r'<svg style="width:100%;max-width:\1pt;height:auto"',
+                 svg, count=1)
     return svg.replace("<svg ", '<svg class="er" role="img" aria-label="entity-relationship diagram" ', 1)
+
+
+def er_section(spec: WorldSpec, own: list[str]) -> str:
+    """The schema's diagrams: the domain's own tables first, then the shared modules' (org, CRM, email...),
+    each whole; a table of the other group that one references is a dashed stub. One diagram without a pack."""
+    if not own:
+        return f'<div id="er">{er_svg(spec)}</div>'
+    shared = [t.name for t in spec.tables if t.name not in set(own)]
+    return (f'<div id="er"><h3>{esc(spec.brief.domain)}: the domain\'s own tables</h3>{er_svg(spec, own)}'
+            f"<h3>Shared modules: {esc(', '.join(spec.brief.modules))}</h3>{er_svg(spec, shared)}</div>")
 
 
 # --- the page --------------------------------------------------------------------------------
@@ -168,6 +196,88 @@ def _sample_trace(lines: list[dict[str, Any]], curated: set[str]) -> dict[str, A
     return None
 
 
+def _own_tables(folder: Path) -> list[str]:
+    """The domain's own tables (its pack's), in the pack's order; empty when the folder has no pack.json."""
+    path = folder / "pack.json"
+    return [t["name"] for t in json.loads(path.read_text()).get("tables", [])] if path.is_file() else []
+
+
+def _text(value: Any) -> str:
+    """Escaped for element content (quotes stay quotes: plans and diffs are full of them)."""
+    return html.escape(str(value), quote=False)
+
+
+def _kv(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in sorted(values.items()))
+
+
+def _diff_lines(diff: dict[str, Any]) -> list[str]:
+    """The gold diff, one line per changed row: `table #id: col=value` (updated), `+ table: ...` (inserted),
+    `- table #id` (deleted), updates first."""
+    lines = []
+    for kind, sign in (("updated", ""), ("inserted", "+ "), ("deleted", "- ")):  # updates first: the task's point
+        for table in sorted(diff):
+            part = diff[table].get(kind)
+            items = sorted(part.items(), key=lambda kv: (len(kv[0]), kv[0])) if isinstance(part, dict) else [
+                (None, v) for v in part or []]
+            for key, v in items:
+                where = f"{table} #{key}" if key is not None else table
+                body = _kv(v) if isinstance(v, dict) else json.dumps(v)
+                lines.append(f"{sign}{where}" + (f": {body}" if kind != "deleted" else ""))
+    return lines
+
+
+def _task_details(task: Task, gold: dict[str, Any], rate: str, curated: bool) -> str:
+    """One task, collapsed: its oracle plan (the first PLAN_SHOWN calls) and its gold diff (the first DIFF_SHOWN
+    changed rows), the answer it expects, if any: what the verifier compares an agent's end state with."""
+    calls = [f"{c.tool}({_kv(c.args)})" for c in task.oracle]
+    changes = _diff_lines(gold.get("diff") or {})
+
+    def block(lines: list[str], shown: int, what: str) -> str:
+        more = [f"... and {len(lines) - shown} more {what}"] if len(lines) > shown else []
+        return "<pre>" + _text("\n".join(_short(x, LINE_CHARS) for x in [*lines[:shown], *more])) + "</pre>"
+
+    answer = (f"<br>Expected answer: <code>{_text(_short(json.dumps(task.answer, sort_keys=True), 200))}</code>"
+              if task.answer is not None else "")
+    return (f'<details class="task"><summary><code>{esc(task.task_id)}</code> ({len(task.oracle)} calls, pass '
+            f"{esc(rate)}{', curated' if curated else ''}): {_text(task.instruction)}</summary>"
+            f"Oracle plan{block(calls, PLAN_SHOWN, 'calls')}"
+            + (f"Gold diff ({len(changes)} rows){block(changes, DIFF_SHOWN, 'rows')}" if changes
+               else "Gold diff: none (the state must stay as seeded)")
+            + answer + "</details>")
+
+
+def _flags(tool: ToolSpec) -> str:
+    return ", ".join(f for f, on in (("read-only", tool.read_only), ("writes", not tool.read_only),
+                                     ("destructive", tool.destructive), ("idempotent", tool.idempotent)) if on)
+
+
+def _tools_section(tools: list[ToolSpec], spec: WorldSpec, own: list[str]) -> list[str]:
+    """The tools, one collapsed group per table: the domain's own tables first, then the shared modules'."""
+    by_table: dict[str, list[ToolSpec]] = defaultdict(list)
+    for t in tools:
+        by_table[t.table].append(t)
+    order = [t.name for t in spec.tables]
+    tables = [n for n in own if n in by_table] + [n for n in order if n in by_table and n not in own] + sorted(
+        n for n in by_table if n not in order and n not in own)
+    provenance = sorted({t.provenance for t in tools})
+    out = [f"<p>{len(tools)} tools on {len(tables)} tables, grouped by the table they act on (the domain's own "
+           f"tables first); provenance: {esc(', '.join(provenance))}. Open a table to see its tools.</p>"]
+    heading = None
+    for name in tables:
+        group = "The domain's own tables" if name in own else "Shared modules"
+        if own and group != heading:
+            out.append(f"<h3>{group}</h3>")
+            heading = group
+        ts = by_table[name]
+        kinds = ", ".join(sorted({t.kind for t in ts}))
+        out.append(f'<details class="tools"><summary>{esc(name)} ({len(ts)} tools: {esc(kinds)})</summary>'
+                   + _table(["tool", "signature", "kind", "description"],
+                            [[t.name, _signature(t), _flags(t), t.description] for t in ts], "tools")
+                   + "</details>")
+    return out
+
+
 CSS = """
 body{font:14px/1.45 -apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:0;color:#222;background:#fafafa}
 header{background:#1f3b5a;color:#fff;padding:18px 28px}header h1{margin:0 0 4px;font-size:24px}
@@ -182,6 +292,9 @@ code,pre{font-family:Menlo,Consolas,monospace;font-size:12px}pre{background:#f0f
 .kpi{display:flex;gap:14px;flex-wrap:wrap}.kpi div{background:#fff;border:1px solid #ccd;padding:8px 14px}
 .kpi b{display:block;font-size:20px;color:#1f3b5a}details{margin:6px 0}summary{cursor:pointer;font-weight:bold}
 nav a{margin-right:12px;color:#1f3b5a}.note{color:#666;font-style:italic}
+header a{color:#cfe0f3}#er{background:#fff;border:1px solid #ccd;padding:6px}details.task{margin:2px 0 2px 14px}
+details.task summary,details.tools summary{font-weight:normal}details.task pre{margin:2px 0 6px;padding:6px}
+h3{margin:14px 0 4px}
 """
 
 
@@ -205,6 +318,8 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
     report = [json.loads(line) for line in (folder / "verifier_report.jsonl").read_text().splitlines() if line]
     c = manifest["counts"]
     wid = b.world_id
+    own = _own_tables(folder)
+    gold = load_json((folder / "verifiers.json").read_bytes())["tasks"]
     out: list[str] = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'; '
@@ -212,7 +327,9 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
         f"<title>{esc(b.company_name)}: {esc(wid)}</title><style>{CSS}</style></head><body>",
         f"<header><h1>{esc(b.company_name)}</h1><p><code>{esc(wid)}</code>: a fictional {esc(b.company_type)} "
         f"company in the {esc(b.domain)} domain; the world clock reads {esc(b.clock)}.</p>"
-        f"<p>Generated by WorldFactory {esc(b.generator_version)} from seed {esc(b.generation_seed)}.</p></header>",
+        f"<p>Generated by WorldFactory {esc(b.generator_version)} from seed {esc(b.generation_seed)}. "
+        f'<a href="{SITE_INDEX}">All worlds in the catalog</a> (on the site, <code>worldfactory site</code>).</p>'
+        "</header>",
         "<main><nav>" + "".join(f'<a href="#{a}">{t}</a>' for a, t in (
             ("rules", "Rules"), ("schema", "Schema"), ("tables", "Tables"), ("tools", "Tools"), ("tasks", "Tasks"),
             ("rollouts", "Pass rates"), ("trace", "Sample trace"), ("verifiers", "Verifiers"), ("cost", "Cost"),
@@ -226,8 +343,10 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
         f"<p>Modules: {esc(', '.join(b.modules))}. Departments: {esc(', '.join(b.departments))}.</p>",
         _table(["rule", "value", "name"], [[r.label, f"{b.rules[r.name]:g}", r.name] for r in spec.rules], "rules"),
         '<h2 id="schema">Schema</h2>',
-        f"<p>{len(spec.tables)} tables; an arrow runs from each foreign key to the table it references.</p>",
-        f'<div class="scroll" id="er">{er_svg(spec)}</div>',
+        f"<p>{len(spec.tables)} tables; an arrow runs from each foreign key to the table it references"
+        + (f". The domain's own {len(own)} tables first, then the shared modules'; a dashed box is a table of "
+           "the other diagram." if own else ".") + "</p>",
+        er_section(spec, own),
         '<h2 id="tables">Tables</h2>',
     ]
     con = sqlite3.connect(f"file:{folder / 'seed.db'}?mode=ro&immutable=1", uri=True)
@@ -243,20 +362,18 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
         out.append(f'<details class="tbl"><summary>{esc(t.name)}: {rows_n} rows</summary>'
                    f"<p>{esc(t.description or t.singular)}</p><div class=\"scroll\">"
                    f"{_table(cols, sample, 'sample')}</div></details>")
-    out += ['<h2 id="tools">Tools</h2>',
-            _table(["tool", "signature", "read-only", "destructive", "idempotent", "provenance", "description"],
-                   [[t.name, _signature(t), "yes" if t.read_only else "no", "yes" if t.destructive else "no",
-                     "yes" if t.idempotent else "no", t.provenance, t.description] for t in tools], "tools"),
-            '<h2 id="tasks">Tasks by family</h2>']
+    out += ['<h2 id="tools">Tools</h2>', *_tools_section(tools, spec, own),
+            '<h2 id="tasks">Tasks by family</h2>',
+            "<p>Open a family for its tasks, then a task for its oracle plan and gold diff: the end state the "
+            "verifier compares an agent's with (every table; anything else changed fails).</p>"]
     by_family: dict[str, list[Task]] = defaultdict(list)
     for t in tasks:
         by_family[t.family].append(t)
     for family, ts in sorted(by_family.items()):
         out.append(f"<details><summary>{esc(family)} ({len(ts)} tasks)</summary>")
-        out.append(_table(["task", "instruction", "oracle steps", "pass rate", "curated"],
-                          [[t.task_id, t.instruction, len(t.oracle),
-                            (f"{rates[t.task_id][0]}/{rates[t.task_id][1]}" if t.task_id in rates else "n/a"),
-                            "yes" if t.task_id in curated else "no"] for t in ts], "tasks"))
+        out += [_task_details(t, gold.get(t.task_id, {}),
+                              f"{rates[t.task_id][0]}/{rates[t.task_id][1]}" if t.task_id in rates else "n/a",
+                              t.task_id in curated) for t in ts]
         out.append("</details>")
     hist = rollouts.get("histogram", {})
     order = ["0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1"]

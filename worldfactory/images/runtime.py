@@ -82,15 +82,21 @@ def _sources(root: Path) -> dict[str, bytes]:
     return files
 
 
-def requirements(root: Path) -> list[str]:
-    """What the image's venv holds: the project's dependencies and its build backend (pyproject.toml), the
-    latter because the project is installed (editable, offline) in the image's last layer."""
+def requirements(root: Path, extras: tuple[str, ...] = ()) -> list[str]:
+    """What the image's venv holds: the project's dependencies, those of `extras` (e.g. "openenv", for the
+    OpenEnv image target) and its build backend (pyproject.toml), the latter because the project is
+    installed (editable, offline) in the image's last layer."""
     with (root / "pyproject.toml").open("rb") as f:
         project = tomllib.load(f)
-    return [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+    optional = project["project"].get("optional-dependencies", {})
+    unknown = [e for e in extras if e not in optional]
+    if unknown:
+        raise ValueError(f"{root / 'pyproject.toml'}: no extra {unknown} in [project.optional-dependencies]")
+    return [*project["project"]["dependencies"], *(r for e in extras for r in optional[e]),
+            *project["build-system"]["requires"]]
 
 
-def constraints(root: Path = PROJECT_ROOT, path: list[str] | None = None) -> list[str]:
+def constraints(root: Path = PROJECT_ROOT, path: list[str] | None = None, extras: tuple[str, ...] = ()) -> list[str]:
     """name==version for the project's dependencies and theirs, as installed here (or in the environment whose
     import `path` is given): the image gets the versions tested here, and packages others add to this
     environment do not change it. The packaging tools are left to pip (see NOT_PINNED)."""
@@ -101,7 +107,7 @@ def constraints(root: Path = PROJECT_ROOT, path: list[str] | None = None) -> lis
     for dist in metadata.distributions(**({"path": path} if path is not None else {})):
         installed.setdefault(canonicalize_name(dist.metadata["Name"] or ""), dist)  # the first on the path wins
     pins: dict[str, str] = {}
-    todo = [Requirement(r) for r in requirements(root)]
+    todo = [Requirement(r) for r in requirements(root, extras)]
     while todo:
         req = todo.pop()
         name = canonicalize_name(req.name)
@@ -127,11 +133,13 @@ def mounts_from_context(client: docker.DockerClient) -> bool:
     return any(str(c.get("Name", "")).startswith("Podman") for c in components)
 
 
-def runtime_context(root: Path = PROJECT_ROOT, base: str = BASE_IMAGE, mounted: bool = True) -> dict[str, bytes]:
+def runtime_context(root: Path = PROJECT_ROOT, base: str = BASE_IMAGE, mounted: bool = True,
+                    extras: tuple[str, ...] = ()) -> dict[str, bytes]:
     """The build context without its wheels (see `with_wheels`): sources, Dockerfile, requirements and pins.
-    `mounted`: the Dockerfile that bind-mounts the wheels (podman), else the one with a builder stage."""
+    `mounted`: the Dockerfile that bind-mounts the wheels (podman), else the one with a builder stage.
+    `extras`: optional dependency groups installed too (a different context, so a different tag)."""
     files = _sources(root)
-    reqs, pins = requirements(root), constraints(root)
+    reqs, pins = requirements(root, extras), constraints(root, extras=extras)
     template = DOCKERFILE_MOUNTED if mounted else DOCKERFILE_STAGED
     files["Dockerfile"] = template.format(base=base, root=root.as_posix(), uid=USER_ID,
                                           lock=lock_key(reqs, pins)).encode()
@@ -154,9 +162,10 @@ def runtime_tag(files: dict[str, bytes]) -> str:
 
 
 def ensure_runtime(client: docker.DockerClient, root: Path = PROJECT_ROOT, base: str = BASE_IMAGE,
-                   log: Log | None = None) -> tuple[str, bool]:
-    """The runtime image for the project as it is now: (reference, built now?). Built only if missing."""
-    files = runtime_context(root, base, mounted=mounts_from_context(client))
+                   log: Log | None = None, extras: tuple[str, ...] = ()) -> tuple[str, bool]:
+    """The runtime image for the project as it is now (with `extras`' dependencies): (reference, built now?).
+    Built only if missing."""
+    files = runtime_context(root, base, mounted=mounts_from_context(client), extras=extras)
     tag = runtime_tag(files)
     if find_image(client, tag) is not None:
         return tag, False

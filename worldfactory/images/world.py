@@ -11,6 +11,12 @@ Inside the container the world's tool code runs without bubblewrap (`--unconfine
 is its sandbox (an unprivileged user; the probe also drops every capability and mounts the root
 file system read-only), and bubblewrap cannot make namespaces under a container's seccomp policy.
 uvicorn handles SIGTERM itself, so `stop` ends the server promptly even as PID 1.
+
+The OpenEnv target (`openenv=True`, `worldfactory image --openenv`) is the same bundle layer on a
+runtime with the `openenv` extra, serving OpenEnv's app beside MCP on the same port (`serve --openenv`):
+OpenEnv's `from_docker_image` starts it and talks to /ws, /reset, /step and /health on port 8000
+(EngineProvider, worldfactory.images.openenv, does so through this project's engine). Its tag ends in
+`-openenv`, so both images of a world can live side by side.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ HEALTH_CMD = ["python", "-c", f"import urllib.request; urllib.request.urlopen('h
               "timeout=2).read()"]
 SERVE_CMD = ["worldfactory", "serve", BUNDLE_DIR, "--transport", "http", "--host", "0.0.0.0", "--port", str(PORT),
              "--unconfined"]
+OPENENV = "openenv"  # the image target with OpenEnv's app: its runtime extra, serve flag and tag suffix
 
 DOCKERFILE = """\
 FROM {runtime}
@@ -77,7 +84,7 @@ def image_name(world_id: str) -> str:
     return f"{WORLD_REPO}/{name}"
 
 
-def bundle_labels(files: dict[str, bytes], runtime: str) -> dict[str, str]:
+def bundle_labels(files: dict[str, bytes], runtime: str, openenv: bool = False) -> dict[str, str]:
     """The labels of a world's image, from its world.json."""
     manifest = json.loads(files["world.json"])
     labels = {
@@ -88,7 +95,8 @@ def bundle_labels(files: dict[str, bytes], runtime: str) -> dict[str, str]:
         f"{LABEL}inputs-fingerprint": str(manifest.get("inputs_fingerprint", "")),
         f"{LABEL}bundle-sha256": hashlib.sha256(files["world.json"]).hexdigest(),
         f"{LABEL}runtime": runtime,
-        f"{LABEL}role": "world",
+        f"{LABEL}role": "world-openenv" if openenv else "world",
+        f"{LABEL}serves": "mcp,openenv" if openenv else "mcp",
         "org.opencontainers.image.title": f"WorldFactory world {manifest['world_id']}",
         "org.opencontainers.image.version": str(manifest.get("generator_version", GENERATOR_VERSION)),
     }
@@ -97,12 +105,14 @@ def bundle_labels(files: dict[str, bytes], runtime: str) -> dict[str, str]:
     return labels
 
 
-def world_context(files: dict[str, bytes], labels: dict[str, str], runtime: str) -> dict[str, bytes]:
+def world_context(files: dict[str, bytes], labels: dict[str, str], runtime: str,
+                  openenv: bool = False) -> dict[str, bytes]:
     """The bundle under world/ and a Dockerfile whose one LABEL step carries every label."""
     ctx = {f"world/{name}": data for name, data in files.items()}
+    cmd = [*SERVE_CMD, "--openenv"] if openenv else SERVE_CMD
     label_text = " \\\n      ".join(f"{json.dumps(k)}={json.dumps(v)}" for k, v in sorted(labels.items()))
     ctx["Dockerfile"] = DOCKERFILE.format(runtime=runtime, bundle=BUNDLE_DIR, uid=USER_ID, port=PORT,
-                                          health=json.dumps(HEALTH_CMD), cmd=json.dumps(SERVE_CMD),
+                                          health=json.dumps(HEALTH_CMD), cmd=json.dumps(cmd),
                                           labels=label_text).encode()
     return ctx
 
@@ -120,28 +130,29 @@ def read_published(bundle: Path) -> dict[str, bytes]:
 
 
 def build_world_image(bundle: Path, client: docker.DockerClient | None = None, log: Log | None = None,
-                      force: bool = False, runtime: str | None = None) -> WorldImage:
+                      force: bool = False, runtime: str | None = None, openenv: bool = False) -> WorldImage:
     """The image of a published bundle: reused when this bundle already has one on the same runtime.
 
-    `runtime` names a runtime image to build on; by default $WORLDFACTORY_RUNTIME_IMAGE, else the one
-    for the project as it is now (worldfactory.images.runtime), built first if missing.
+    `runtime` names a runtime image to build on; by default $WORLDFACTORY_RUNTIME_IMAGE (not for the
+    OpenEnv target, whose runtime needs the `openenv` extra), else the one for the project as it is
+    now (worldfactory.images.runtime), built first if missing. `openenv`: the OpenEnv target.
     """
     started = time.perf_counter()
     files = read_published(bundle)
     client = client or connect()
-    runtime = runtime or os.environ.get(RUNTIME_ENV, "").strip() or None
+    runtime = runtime or (None if openenv else os.environ.get(RUNTIME_ENV, "").strip() or None)
     if runtime is None:
-        runtime, _ = ensure_runtime(client, log=log)
+        runtime, _ = ensure_runtime(client, log=log, extras=(OPENENV,) if openenv else ())
     elif find_image(client, runtime) is None:
         raise ImageError(f"the runtime image {runtime} is not in the engine")
-    labels = bundle_labels(files, runtime)
+    labels = bundle_labels(files, runtime, openenv)
     world_id = labels[f"{LABEL}world-id"]
-    ref = f"{image_name(world_id)}:{labels[f'{LABEL}bundle-sha256'][:12]}"
+    ref = f"{image_name(world_id)}:{labels[f'{LABEL}bundle-sha256'][:12]}" + (f"-{OPENENV}" if openenv else "")
     image = find_image(client, ref)
     built = force or image is None or (image.labels or {}).get(f"{LABEL}runtime") != runtime
     if built:
-        image = build_image(client, world_context(files, labels, runtime), ref, what=f"the image of {world_id}",
-                            log=log)
+        image = build_image(client, world_context(files, labels, runtime, openenv), ref,
+                            what=f"the image of {world_id}", log=log)
     assert image is not None
     runtime_image = find_image(client, runtime)
     size = int(image.attrs.get("Size") or 0)

@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from worldfactory.runtime.http_guards import BODY_SECONDS, Guard, HostPolicy, guarded_protocol, is_loopback
 from worldfactory.runtime.mcp_http import MAX_BODY, McpEndpoint
@@ -71,6 +71,7 @@ class ServeOptions(BaseModel):
     allowed_hosts: tuple[str, ...] = ()  # loopback names are always allowed
     allowed_origins: tuple[str, ...] = ()  # requests with no Origin (every non-browser client) always are
     mcp_auth: Literal["token", "open"] | None = None  # None: "open" on loopback, "token" off it
+    openenv: bool = False  # OpenEnv's app beside MCP: /ws, /reset, /step, /state, /metadata, /health (trainers extra)
 
     @model_validator(mode="after")
     def _names_off_loopback(self) -> ServeOptions:
@@ -268,6 +269,10 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
         Route("/control/tasks", guarded(tasks), methods=["GET"]),
         Route("/healthz", health, methods=["GET"]),
     ]
+    if opts.openenv:  # OpenEnv's own app answers every path not above (its sessions bounded as ours are)
+        from worldfactory.adapters.openenv_server import create_openenv_app
+
+        routes.append(Mount("/", app=create_openenv_app(world, max_sessions=store.max_sessions)))
     guard = Middleware(Guard, policy=HostPolicy(opts.allowed_hosts, opts.allowed_origins), max_body=opts.max_body,
                        body_seconds=opts.body_seconds)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],

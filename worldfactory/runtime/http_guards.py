@@ -6,6 +6,9 @@
 - **Origin** (the MCP transport spec: "servers MUST validate the Origin header"): a request that
   carries an `Origin` not in the allowed list gets 403. Harnesses and MCP clients send none; a
   web page always does, so a page on another site cannot drive the server through a browser.
+- **WebSockets** (OpenEnv's `/ws`, `serve --openenv`): the same Host and Origin checks before the
+  handshake is accepted; a refused one is closed with 1008 (uvicorn answers the upgrade with 403),
+  so a page on another site cannot open a session through a browser either.
 - **Bodies**: refused with 413 by `Content-Length` before a byte is read, and while streaming
   as soon as they pass the limit (chunked bodies have no length); a body that takes longer than
   `body_seconds` to arrive gets 408. Nothing is read whole before the check.
@@ -86,6 +89,12 @@ class Guard:
         self.body_seconds = body_seconds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            headers = _headers(scope)
+            if not (self.policy.host_ok(headers.get("host")) and self.policy.origin_ok(headers.get("origin"))):
+                await receive()  # websocket.connect; closing before accepting refuses the handshake
+                await send({"type": "websocket.close", "code": 1008, "reason": "forbidden Host or Origin"})
+                return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
