@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,13 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=1, sort_keys=True, default=str))
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def play_run(args: argparse.Namespace, bundles: list[Path], k: int,
+             on_done: Callable[[int], None] | None = None) -> runs.RunInfo:
+    """Play (or resume) the run these arguments describe: `eval run` and `rollouts` both come here."""
     from worldfactory import cli
     from worldfactory.confine import open_world
 
-    cfg = cli.rollout_config(args, args.k).model_copy(update={"seed": args.seed, "concurrency": args.concurrency})
-    bundles = [cli.resolve_world(w) for w in args.worlds]
+    cfg = cli.rollout_config(args, k).model_copy(update={"seed": args.seed, "concurrency": args.concurrency})
     tasks = args.tasks.split(",") if args.tasks else None
     if tasks:
         served: set[str] = set()
@@ -36,7 +38,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise runs.RunError(f"task(s) {', '.join(unknown)} are in none of the worlds given; "
                                 f"`worldfactory show WORLD` lists a world's tasks")
     verify = not args.no_verify
-    info = runs.execute(_data(args), bundles, cfg, tasks, lambda b: open_world(b, verify=verify), name=args.name)
+    return runs.execute(_data(args), bundles, cfg, tasks, lambda b: open_world(b, verify=verify), name=args.name,
+                        on_done=on_done)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from worldfactory import cli
+
+    info = play_run(args, [cli.resolve_world(w, _data(args)) for w in args.worlds], args.k)
     if args.json:
         _print(info.model_dump())
     else:
@@ -140,6 +149,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def offer_weak(p: argparse.ArgumentParser) -> None:
+    """The scripted weak policies among --policy's choices: evaluation runs (eval run, rollouts) offer them."""
+    from worldfactory.policies.weak import WEAK
+
+    for action in p._actions:
+        if action.dest == "policy" and action.choices is not None:
+            action.choices = [*action.choices, *WEAK]
+
+
 def add_parser(sub: Any) -> None:
     """The `eval` command group, on the main parser's subcommands."""
     from worldfactory.cli import _policy_args, _sandbox_args
@@ -154,11 +172,7 @@ def add_parser(sub: Any) -> None:
     r = es.add_parser("run", help="play a policy on worlds as a run of its own (resumes an unfinished one)")
     r.add_argument("worlds", nargs="+", metavar="WORLD")
     _policy_args(r, default="noisy")
-    from worldfactory.policies.weak import WEAK
-
-    for action in r._actions:  # and the scripted weak policies, which only evaluation runs offer
-        if action.dest == "policy" and action.choices is not None:
-            action.choices = [*action.choices, *WEAK]
+    offer_weak(r)
     r.add_argument("-k", type=int, default=4, help="episodes per task (default 4)")
     r.add_argument("--tasks", help="comma-separated task IDs (default: every task)")
     r.add_argument("--seed", type=int, default=0, help="0: the build's episode seeds; another draws others")
@@ -198,6 +212,8 @@ def add_parser(sub: Any) -> None:
 def run_bands(root: Path, run: str, bundles: list[Path] | None) -> tuple[list[Path], dict[str, dict[str, float]]]:
     """The bundles a run played (or those given) and, per world, the run's band: task id -> pass rate."""
     info = runs.load_run(root, run)
-    bands = runs.band(runs.run_episodes(root, run))
+    bands: dict[str, dict[str, float]] = {w: {} for w in info.config.worlds}
+    for row in runs.curated_tasks(root, run):
+        bands[row["world_id"]][row["task_id"]] = row["pass_rate"]
     chosen = bundles if bundles is not None else [Path(b) for b in info.bundles.values()]
-    return chosen, {w: {r["task_id"]: r["pass_rate"] for r in rows} for w, rows in bands.items()}
+    return chosen, bands
