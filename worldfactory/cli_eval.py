@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,40 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_target(args: argparse.Namespace) -> int:
+    """Propose and register a run's targeted variants, then build them (the same pipeline as any world)."""
+    from worldfactory.cli import main, templates_root
+    from worldfactory.evals.summary import load_report, write_summary
+    from worldfactory.evals.target import propose, register
+    from worldfactory.templates import load_templates
+
+    root = _data(args)
+    if load_report(runs.run_dir(root, args.run)) is None:  # a run from before summaries: diagnose it now
+        from worldfactory.confine import open_world
+
+        write_summary(root, args.run, lambda b: open_world(b, verify=not args.no_verify))
+    plan = propose(root, args.run)
+    ids = register(plan, load_templates(templates_root()))
+    if args.json:
+        _print(plan.model_dump())
+    else:
+        print(f"run {plan.run_id}: dominant cause(s) {', '.join(plan.causes)}")
+        for t in plan.briefs:
+            mix = ", ".join(f"{f} x{v:g}" for f, v in t.task_mix.items())
+            print(f"  {t.world_id} (from {t.source}): {', '.join(t.knobs)}; mix {mix or '-'}; "
+                  f"{len(t.rules)} rule(s) near thresholds; scale {t.scale if t.scale is not None else '-'}")
+            print(f"      brief {t.path}")
+    if args.no_build:
+        print("registered; `worldfactory build " + " ".join(ids) + "` (or the Dagster sensor) builds them",
+              file=sys.stderr)
+        return 0
+    build = ["build", *ids, "--data", str(root)] + (["--no-dagster"] if args.no_dagster else [])
+    if not args.json:
+        return main(build)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the plan's JSON alone
+        return main(build)
+
+
 def offer_weak(p: argparse.ArgumentParser) -> None:
     """The scripted weak policies among --policy's choices: evaluation runs (eval run, rollouts) offer them."""
     from worldfactory.policies.weak import WEAK
@@ -202,6 +238,14 @@ def add_parser(sub: Any) -> None:
     common(rp)
     _sandbox_args(rp)
     rp.set_defaults(fn=cmd_report)
+
+    t = sub.add_parser("target", help="variants aimed at a run's dominant failure causes: register and build them")
+    t.add_argument("run", metavar="RUN")
+    t.add_argument("--no-build", action="store_true", help="only register the brief files (the sensor builds them)")
+    t.add_argument("--no-dagster", action="store_true", help="build with the engine alone, as `build --no-dagster`")
+    common(t)
+    _sandbox_args(t)
+    t.set_defaults(fn=cmd_target)
 
     d = es.add_parser("delete", help="remove a run's folder and catalog rows (nothing else)")
     d.add_argument("run", metavar="RUN")

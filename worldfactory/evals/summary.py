@@ -1,7 +1,7 @@
 """One run at a glance: pass^1 and pass^k per family (and per world and family), its band per world,
 its failure causes and one example episode per cause.
 
-Written once a run is complete (summary.json and report.json in its folder, beside run.json), so the
+Written once a run is complete (summary.json, report.json and causes.jsonl in its folder), so the
 CLI, the world page, the catalog site and the Dagster asset's metadata all read the same numbers
 without replaying anything.
 """
@@ -16,11 +16,12 @@ from typing import Any
 from pydantic import BaseModel
 
 from worldfactory.evals import runs
-from worldfactory.evals.causes import CAUSES, Report, report
+from worldfactory.evals.causes import CAUSES, Report, diagnoses, tally
 from worldfactory.evals.stats import FamilyRates, family_rates
 
 SUMMARY = "summary.json"
 REPORT = "report.json"
+CAUSES_FILE = "causes.jsonl"  # one line per failed episode: world, task, rollout, family, cause
 
 
 class Example(BaseModel):
@@ -72,9 +73,13 @@ def write_summary(data_root: Path, rid: str, open_world: Callable[[Path], Any],
     episodes = runs.run_episodes(data_root, rid)
     failing = sorted({e["world_id"] for e in episodes if e["reward"] < 1.0})
     worlds = {w: (opened or {}).get(w) or open_world(Path(info.bundles[w])) for w in failing}
-    rep = report(rid, episodes, worlds)
+    diags = diagnoses(episodes, worlds)
+    rep = tally(rid, len(episodes), diags)
     summary = summarize(info, episodes, rep)
     folder = runs.run_dir(data_root, rid)
+    (folder / CAUSES_FILE).write_text("".join(json.dumps(
+        {"world_id": d.world_id, "task_id": d.task_id, "rollout": d.rollout, "family": d.family, "cause": d.cause},
+        sort_keys=True) + "\n" for d in diags))
     for name, model in ((REPORT, rep), (SUMMARY, summary)):
         tmp = folder / f"{name}.tmp"
         tmp.write_text(json.dumps(model.model_dump(), indent=1, sort_keys=True, default=str) + "\n")
@@ -105,3 +110,9 @@ def summaries(data_root: Path, world_id: str | None = None) -> list[RunSummary]:
 
 def cause_text(cause: str) -> str:
     return CAUSES.get(cause, cause)
+
+
+def episode_causes(folder: Path) -> list[dict[str, Any]]:
+    """causes.jsonl: each failed episode's world, task, rollout, family and cause."""
+    path = folder / CAUSES_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
