@@ -61,7 +61,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="wf-target-loop-"))
     if len(sys.argv) > 1:
         shutil.copytree(Path(sys.argv[1]) / "worlds", data / "worlds",
-                        ignore=lambda d, names: [n for n in names if n.startswith("brief.")])
+                        ignore=lambda d, names: [n for n in names if n.startswith("brief.") and Path(d, n).is_dir()])
     else:
         assert cli(["build", "--examples", "--no-dagster", "--data", str(data)]) == 0
     rows = []

@@ -648,7 +648,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_page(args: argparse.Namespace) -> int:
     from worldfactory.generate.page import bundle_page
 
-    page = bundle_page(resolve_world(args.world, _root(args))).encode()
+    bundle = resolve_world(args.world, _root(args))
+    page = bundle_page(bundle)
+    from worldfactory.evals.summary import summaries
+
+    wid = json.loads((bundle / "world.json").read_text())["world_id"]
+    found = summaries(_root(args), wid)
+    if found:  # the runs that played it, as on the catalog site (the bundle's own index.html never changes)
+        from worldfactory.evals.pages import runs_section, with_runs
+
+        page = with_runs(page, runs_section(found, wid, prefix="../"))
+    page = page.encode()
     if args.out:
         Path(args.out).write_bytes(page)
         print(f"wrote {args.out} ({len(page)} bytes)")

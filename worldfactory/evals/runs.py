@@ -208,6 +208,25 @@ def execute(data_root: Path, bundles: list[Path], cfg: RolloutConfig, tasks: lis
     return info
 
 
+def resume(data_root: Path, rid: str, open_world: OpenWorld, api_key: str = "unused",
+           on_done: Callable[[int], None] | None = None) -> RunInfo:
+    """Finish a run from its run.json alone (the Dagster asset's way in): an unfinished run plays only its
+    missing episodes; a complete one is left as it is, and only gets its summary if it lacks one."""
+    info = load_run(data_root, rid)
+    folder = run_dir(data_root, rid)
+    if info.complete:
+        if not (folder / "summary.json").is_file():
+            from worldfactory.evals.summary import write_summary
+
+            write_summary(data_root, rid, open_world)
+        return info
+    c = info.config
+    cfg = RolloutConfig(policy=c.policy, k=c.k, error_rate=c.error_rate, base_url=c.base_url, model=c.model,
+                        api_key=api_key, max_turns=c.max_turns, seed=c.seed)
+    return execute(data_root, [Path(b) for b in info.bundles.values()], cfg, c.tasks, open_world, name=info.name,
+                   on_done=on_done)
+
+
 def _play(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int], keep: Callable[[Rollout], None]) -> None:
     """Some rollouts of one task: a model's kept one by one as each ends, a synthetic policy's (run in the
     confined worker, milliseconds each) when the task's batch ends."""
