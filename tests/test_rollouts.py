@@ -198,13 +198,15 @@ def test_openai_loop_completes_records_usage_and_grades(short_tasks: tuple[World
     assert out["cost_usd"] == pytest.approx(expected_cost, abs=1e-6)
     # an evaluation run of its own: its rows are the run's, never the build's `rollouts`
     assert not (tmp_path / "catalog" / "rollouts").exists()
-    rows = read_world_rows(tmp_path / "catalog", "run_rollouts", world.world_id, out["run_id"])
+    rows = read_world_rows(tmp_path / "catalog", "run_rollouts", world.world_id, "openai-scripted")
+    assert {row["run_id"] for row in rows} == {out["run_id"]}
     assert len(rows) == 3 * len(ids)
     rewards = [row["reward"] for row in rows]
     assert 0 < sum(rewards) < len(rewards)  # graded by the verifier: the scripted slips fail, the rest pass
     assert all(row["prompt_tokens"] > 0 for row in rows)
     assert model.requests >= sum(row["steps"] for row in rows)  # one request per tool call, plus the last turn
-    traces = read_world_rows(tmp_path / "catalog", "run_traces", world.world_id, out["run_id"])
+    traces = read_world_rows(tmp_path / "catalog", "run_traces", world.world_id)
+    assert {row["run_id"] for row in traces} == {out["run_id"]}
     by_episode: dict[tuple[str, int], list[dict]] = {}
     for row in traces:
         by_episode.setdefault((row["task_id"], row["rollout"]), []).append(row)
