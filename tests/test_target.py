@@ -16,7 +16,16 @@ from worldfactory.briefs import load_brief_file
 from worldfactory.cli import main
 from worldfactory.confine import open_world
 from worldfactory.evals import runs
-from worldfactory.evals.target import MIN_MIX, SCALE_UP, dominant, near_thresholds, propose, register, task_mix
+from worldfactory.evals.target import (
+    DISTRACTORS,
+    MIN_MIX,
+    SCALE_UP,
+    dominant,
+    near_thresholds,
+    propose,
+    register,
+    task_mix,
+)
 from worldfactory.rollouts import RolloutConfig
 from worldfactory.spec import WorldSpec
 from worldfactory.templates import TemplateError, load_templates
@@ -111,7 +120,10 @@ def test_other_weaknesses_turn_up_the_scale_and_their_families(data: Path, polic
     [brief] = plan.briefs
     assert knob in brief.knobs and "thresholds" not in brief.knobs and not brief.rules
     scale = json.loads((source / "brief.json").read_text())["scale"]
-    assert brief.scale == round(scale * SCALE_UP, 3)
+    if knob == "horizons":  # longer bulk tasks and workflows: a larger world
+        assert brief.scale == round(scale * SCALE_UP, 3) and brief.distractors == 0
+    else:  # look-alike names
+        assert brief.scale is None and brief.distractors == DISTRACTORS
     failed: dict[str, int] = {}
     for e in runs.run_episodes(data, info.run_id):
         failed[e["family"]] = failed.get(e["family"], 0) + (e["reward"] < 1.0)
@@ -120,6 +132,7 @@ def test_other_weaknesses_turn_up_the_scale_and_their_families(data: Path, polic
     ids = register(plan, load_templates())
     loaded = load_brief_file(Path(brief.path), load_templates())
     assert loaded.scale == brief.scale and loaded.task_mix == brief.task_mix and ids == [brief.world_id]
+    assert loaded.distractors == brief.distractors
 
 
 def test_bad_brief_values_and_a_changed_brief_are_refused_with_file_and_field(data: Path) -> None:
@@ -130,6 +143,7 @@ def test_bad_brief_values_and_a_changed_brief_are_refused_with_file_and_field(da
         ({"task_mix": {"gossip": 2.0}}, "field 'task_mix.gossip': no such task family"),
         ({"task_mix": {"bulk": 50.0}}, "field 'task_mix.bulk'"),
         ({"scale": 40.0}, "scale"),
+        ({"distractors": 1.5}, "distractors"),
     ]
     for extra, message in bad:
         path = briefs / "bad.yaml"

@@ -38,6 +38,7 @@ class BriefFile(Strict):
     # a targeted world (worldfactory.evals.target) sets its mix and size; empty/None: the variant's own
     task_mix: dict[str, float] = Field(default_factory=dict)  # family -> its quota times this
     scale: float | None = Field(default=None, gt=0.1, le=MAX_SCALE)
+    distractors: float = Field(default=0.0, ge=0.0, le=1.0)  # share of names given a look-alike's first word
     origin: str = Field(default="", max_length=2000)  # why the brief exists (the run and causes it targets)
 
 

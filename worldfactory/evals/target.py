@@ -11,8 +11,8 @@ or `worldfactory target RUN` builds it at once). What it turns up:
   and half do not, and a policy that never reads the rules is wrong on one side or the other;
 - horizons (gave up, required write missing): a larger scale, so bulk tasks act on more records and
   workflows run longer after their first write;
-- distractors (wrong record): a larger scale, so more records share the first word of a named record's
-  name (the vocabulary is finite), and a search by part of a name finds a look-alike.
+- distractors (wrong record): look-alike names (the brief's `distractors`: that share of person and company
+  names take the first word of an earlier one), so a search by part of a name finds another record.
 
 Nothing here draws at random: the same run gives the same briefs, byte for byte.
 """
@@ -40,7 +40,8 @@ from worldfactory.variants import MIX_FAMILIES
 
 DOMINANT_SHARE = 0.25  # a cause with at least this share of a run's failures dominates it (the top one always)
 MIN_MIX = 0.25  # a family the dominant causes never failed keeps this share of its quota
-SCALE_UP = 1.5  # horizons and distractors: the source world's scale times this (at most MAX_SCALE)
+SCALE_UP = 1.5  # horizons: the source world's scale times this (at most MAX_SCALE)
+DISTRACTORS = 0.6  # distractors: the share of names drawn as look-alikes
 THRESHOLD_CAUSES = ("rule_ignored",)
 HORIZON_CAUSES = ("gave_up", "missing_write", "looped")
 DISTRACTOR_CAUSES = ("wrong_record",)
@@ -57,6 +58,7 @@ class TargetBrief(BaseModel):
     task_mix: dict[str, float]
     rules: dict[str, float]
     scale: float | None
+    distractors: float = 0.0
     knobs: list[str]  # what was turned up: task_mix, thresholds, horizons, distractors
 
 
@@ -145,15 +147,18 @@ def propose(data_root: Path, rid: str) -> TargetPlan:
             rules = near_thresholds(bundle)
             knobs += ["thresholds"] if rules else []
         scale = None
-        if any(c in HORIZON_CAUSES + DISTRACTOR_CAUSES for c in causes):
+        if any(c in HORIZON_CAUSES for c in causes):
             scale = round(min(MAX_SCALE, brief["scale"] * SCALE_UP), 3)
-            knobs += [k for k, group in (("horizons", HORIZON_CAUSES), ("distractors", DISTRACTOR_CAUSES))
-                      if any(c in group for c in causes)]
+            knobs.append("horizons")
+        distractors = 0.0
+        if any(c in DISTRACTOR_CAUSES for c in causes):
+            distractors = DISTRACTORS
+            knobs.append("distractors")
         slug = slug_for(rid, wid)
         briefs.append(TargetBrief(world_id=f"{BRIEF_PREFIX}.{slug}--v001", source=wid,
                                   path=str(data_root / "briefs" / f"{slug}.yaml"), domain=brief["domain"],
                                   company_type=brief["company_type"], task_mix=mix, rules=rules, scale=scale,
-                                  knobs=knobs))
+                                  distractors=distractors, knobs=knobs))
     return TargetPlan(run_id=rid, causes=causes, briefs=briefs)
 
 
@@ -176,6 +181,8 @@ def brief_text(plan: TargetPlan, t: TargetBrief) -> str:
         body["rules"] = t.rules
     if t.scale is not None:
         body["scale"] = t.scale
+    if t.distractors:
+        body["distractors"] = t.distractors
     return yaml.safe_dump(body, sort_keys=True)
 
 
