@@ -267,13 +267,19 @@ def test_rollouts_is_a_run_of_its_own_even_under_the_builds_policy_label(data: P
 
 @pytest.mark.parametrize("policy", ["rule_blind", "first_write", "name_confuser"])
 def test_a_weak_policy_has_a_band_and_the_same_seed_plays_the_same_episodes(
-        data: Path, policy: str, tmp_path_factory: pytest.TempPathFactory, worlds_dir: Path) -> None:
+        data: Path, policy: str, tmp_path_factory: pytest.TempPathFactory, worlds_dir: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     cfg = RolloutConfig(policy=policy, k=4)
     info = runs.execute(data, [bundle(data)], cfg, None, open_world)
     curated = runs.curated_tasks(data, info.run_id)
     assert curated and all(0 < r["pass_rate"] < 1 for r in curated)  # the habit in some episodes, not all
     summary = json.loads((runs.run_dir(data, info.run_id) / "summary.json").read_text())
     assert summary["band"][WORLD] == len(curated) and summary["policy"] == policy
+    weakness = {"rule_blind": "rule_ignored", "first_write": "gave_up", "name_confuser": "wrong_record"}[policy]
+    capsys.readouterr()
+    assert main(["eval", "show", info.run_id, "--data", str(data), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["top_cause"] == weakness and shown["causes"] == summary["causes"]
     again = tmp_path_factory.mktemp("again")
     shutil.copytree(worlds_dir / WORLD, again / "worlds" / WORLD)
     other = runs.execute(again, [again / "worlds" / WORLD], cfg, None, open_world)

@@ -78,8 +78,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     info = runs.load_run(root, args.run)
     rates = family_rates(runs.run_episodes(root, args.run))
     bands = runs.band(runs.run_episodes(root, args.run))
+    from worldfactory.evals.summary import load_summary
+
+    summary = load_summary(runs.run_dir(root, args.run))
     out = {"run": info.model_dump(), "families": {f: r.model_dump() for f, r in rates.items()},
-           "band": {w: len(rows) for w, rows in bands.items()}}
+           "band": {w: len(rows) for w, rows in bands.items()},
+           "causes": summary.causes if summary else None, "top_cause": summary.top_cause if summary else None}
     if args.json:
         _print(out)
         return 0
@@ -87,6 +91,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     for fam, r in rates.items():
         print(f"{fam:<14} pass^1 {r.pass1.text():<32} pass^k {r.passk.text()}")
     print("band (0 < pass rate < 1): " + ", ".join(f"{w}: {n}" for w, n in out["band"].items()))
+    if summary is not None and summary.causes:
+        print("failures by cause: " + ", ".join(f"{c} {n}" for c, n in summary.causes.items())
+              + f" (`worldfactory eval report {info.run_id}` for examples)")
     return 0
 
 
