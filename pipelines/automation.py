@@ -1,14 +1,17 @@
-"""Registration sensor (new worlds from the registry and data/briefs/) and the nightly rebuild."""
+"""Registration sensors (new worlds from the registry and data/briefs/; new evaluation runs from data/runs/)
+and the nightly rebuild."""
 
 # No `from __future__ import annotations` here: Dagster reads the context and resource annotations.
 
 import dagster as dg
 
+from worldfactory.evals.runs import list_run_ids
 from worldfactory.registry import wanted_worlds
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.templates import TemplateError
+from worldfactory_dagster.assets.evals import run_partitions
 from worldfactory_dagster.assets.stage import GROUP
-from worldfactory_dagster.pipelines.jobs import world_build
+from worldfactory_dagster.pipelines.jobs import eval_runs, world_build
 from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START, world_partitions
 from worldfactory_dagster.resources.world_store import WorldStore
 
@@ -48,6 +51,19 @@ def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: Worl
         run_requests=range_requests(new),
         dynamic_partitions_requests=[world_partitions.build_add_request(new)],
     )
+
+
+@dg.sensor(job=eval_runs, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Adds each new evaluation run (data/runs/<run id>/run.json, started with `worldfactory "
+                       "eval run` or `rollouts`) as a partition of eval_run and materializes it: an unfinished "
+                       "run is resumed, a complete one summarised for the UI.")
+def eval_run_sensor(context: dg.SensorEvaluationContext, world_store: WorldStore) -> dg.SensorResult:
+    existing = set(context.instance.get_dynamic_partitions(run_partitions.name))
+    new = [rid for rid in list_run_ids(world_store.data_root) if rid not in existing]
+    if not new:
+        return dg.SensorResult(skip_reason="no new evaluation runs")
+    return dg.SensorResult(run_requests=[dg.RunRequest(partition_key=rid, run_key=f"eval:{rid}") for rid in new],
+                           dynamic_partitions_requests=[run_partitions.build_add_request(new)])
 
 
 # `use_user_code_server` is beta in Dagster 1.13 (the custom condition needs it): its warning is off (quiet.py)

@@ -1,9 +1,11 @@
-"""Jobs: every stage of one world (one run per world partition), the catalog refresh, and world images."""
+"""Jobs: every stage of one world (one run per world partition), the catalog refresh, world images and
+evaluation runs."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from worldfactory_dagster.assets.evals import GROUP as EVAL_GROUP
 from worldfactory_dagster.assets.image import GROUP as IMAGE_GROUP
 from worldfactory_dagster.assets.stage import GROUP
 
@@ -17,4 +19,9 @@ catalog_refresh = dg.define_asset_job("catalog_refresh", selection=dg.AssetSelec
 world_images = dg.define_asset_job(
     "world_images", selection=dg.AssetSelection.groups(IMAGE_GROUP),
     description="Each world's container image, after its bundle; the blocking check runs the container.",
+)
+# Evaluation runs (one partition per run): requested by eval_run_sensor as new runs appear in data/runs/.
+eval_runs = dg.define_asset_job(
+    "eval_runs", selection=dg.AssetSelection.groups(EVAL_GROUP),
+    description="An evaluation run resumed where it stopped, then summarised: pass^1/pass^k, band, causes.",
 )

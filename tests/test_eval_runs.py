@@ -236,3 +236,54 @@ def test_a_model_run_keeps_each_episode_as_it_ends_and_resumes(data: Path, world
     rep = report("model", episodes, {WORLD: world})
     assert rep.failed == sum(e["reward"] < 1.0 for e in episodes)
     assert set(rep.by_cause) <= {"wrong_record", "rule_ignored", "missing_write", "wrong_value"}
+
+
+def test_rollouts_is_a_run_of_its_own_even_under_the_builds_policy_label(data: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """`rollouts --tasks a,b -k 4` with the build's own policy (noisy-0.1) once cut the build's rows to 8."""
+    before = build_files(data)
+    built = read_world_rows(data / "catalog", "rollouts", WORLD)
+    ids = tasks(data, 2)
+    capsys.readouterr()
+    assert main(["rollouts", str(bundle(data)), "--tasks", ",".join(ids), "-k", "4", "--data", str(data),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["policy"] == "noisy-0.1" and out["episodes"] == 8 and out["run_id"] in runs.list_run_ids(data)
+    assert build_files(data) == before and read_world_rows(data / "catalog", "rollouts", WORLD) == built
+    assert [r["run_id"] for r in read_world_rows(data / "catalog", "run_rollouts", WORLD)] == [out["run_id"]] * 8
+    # the run's curriculum file is its band, and is what `curated` reported
+    curated = runs.curated_tasks(data, out["run_id"])
+    assert [(r["task_id"], r["pass_rate"]) for r in curated] == [(r["task_id"], r["pass_rate"])
+                                                                 for r in sorted(out["curated"],
+                                                                                 key=lambda r: r["task_id"])]
+    assert all(r["policy"] == "noisy-0.1" and r["run_id"] == out["run_id"] for r in curated)
+    # the same command again is the same run: nothing is played twice
+    capsys.readouterr()
+    assert main(["rollouts", str(bundle(data)), "--tasks", ",".join(ids), "-k", "4", "--data", str(data),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == out["run_id"]
+    assert len(runs.journal(runs.run_dir(data, out["run_id"]))) == 8
+
+
+@pytest.mark.parametrize("policy", ["rule_blind", "first_write", "name_confuser"])
+def test_a_weak_policy_has_a_band_and_the_same_seed_plays_the_same_episodes(
+        data: Path, policy: str, tmp_path_factory: pytest.TempPathFactory, worlds_dir: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = RolloutConfig(policy=policy, k=4)
+    info = runs.execute(data, [bundle(data)], cfg, None, open_world)
+    curated = runs.curated_tasks(data, info.run_id)
+    assert curated and all(0 < r["pass_rate"] < 1 for r in curated)  # the habit in some episodes, not all
+    summary = json.loads((runs.run_dir(data, info.run_id) / "summary.json").read_text())
+    assert summary["band"][WORLD] == len(curated) and summary["policy"] == policy
+    weakness = {"rule_blind": "rule_ignored", "first_write": "gave_up", "name_confuser": "wrong_record"}[policy]
+    capsys.readouterr()
+    assert main(["eval", "show", info.run_id, "--data", str(data), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["top_cause"] == weakness and shown["causes"] == summary["causes"]
+    again = tmp_path_factory.mktemp("again")
+    shutil.copytree(worlds_dir / WORLD, again / "worlds" / WORLD)
+    other = runs.execute(again, [again / "worlds" / WORLD], cfg, None, open_world)
+    assert (runs.run_dir(again, other.run_id) / "episodes.jsonl").read_bytes() != b""
+    assert runs.run_episodes(again, other.run_id) == runs.run_episodes(data, info.run_id)
+    assert (runs.run_dir(again, other.run_id) / "curated_tasks.jsonl").read_bytes() == \
+        (runs.run_dir(data, info.run_id) / "curated_tasks.jsonl").read_bytes()

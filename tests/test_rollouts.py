@@ -196,25 +196,29 @@ def test_openai_loop_completes_records_usage_and_grades(short_tasks: tuple[World
     assert out["prompt_tokens"] > 0 and out["completion_tokens"] > 0
     expected_cost = (out["prompt_tokens"] * 1.5 + out["completion_tokens"] * 6) / 1e6
     assert out["cost_usd"] == pytest.approx(expected_cost, abs=1e-6)
-    rows = read_world_rows(tmp_path / "catalog", "rollouts", world.world_id, "openai-scripted")
+    # an evaluation run of its own: its rows are the run's, never the build's `rollouts`
+    assert not (tmp_path / "catalog" / "rollouts").exists()
+    rows = read_world_rows(tmp_path / "catalog", "run_rollouts", world.world_id, "openai-scripted")
+    assert {row["run_id"] for row in rows} == {out["run_id"]}
     assert len(rows) == 3 * len(ids)
     rewards = [row["reward"] for row in rows]
     assert 0 < sum(rewards) < len(rewards)  # graded by the verifier: the scripted slips fail, the rest pass
     assert all(row["prompt_tokens"] > 0 for row in rows)
     assert model.requests >= sum(row["steps"] for row in rows)  # one request per tool call, plus the last turn
-    traces = read_world_rows(tmp_path / "catalog", "traces", world.world_id, "openai-scripted")
+    traces = read_world_rows(tmp_path / "catalog", "run_traces", world.world_id)
+    assert {row["run_id"] for row in traces} == {out["run_id"]}
     by_episode: dict[tuple[str, int], list[dict]] = {}
     for row in traces:
         by_episode.setdefault((row["task_id"], row["rollout"]), []).append(row)
     for steps in by_episode.values():
         assert replay_rows(world, steps) == []
 
-    q = wf("query", "SELECT family, round(avg(reward), 3) AS pass_rate, count(*) AS n FROM rollouts "
+    q = wf("query", "SELECT family, round(avg(reward), 3) AS pass_rate, count(*) AS n FROM run_rollouts "
            "WHERE policy = 'openai-scripted' GROUP BY family ORDER BY family", "--json", data=tmp_path)
     assert q.returncode == 0, q.stderr
     fams = json.loads(q.stdout)
     assert {f["family"] for f in fams} == {"lookup_act", "retrieval", "workflow", "decline", "conditional"}
-    cost = wf("query", "SELECT world_id, sum(cost_usd) AS usd, sum(prompt_tokens) AS tokens FROM rollouts "
+    cost = wf("query", "SELECT world_id, sum(cost_usd) AS usd, sum(prompt_tokens) AS tokens FROM run_rollouts "
               "GROUP BY world_id", "--json", data=tmp_path)
     [row] = json.loads(cost.stdout)
     assert row["world_id"] == world.world_id and row["usd"] == pytest.approx(expected_cost, abs=1e-6)

@@ -23,6 +23,8 @@ from worldfactory.templates import TemplateError, TemplateSet, _format_errors, l
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\r?\n(?P<head>.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 SUFFIXES = (".yaml", ".md")
+MAX_SCALE = 2.5  # a brief's scale at most (the national company type is 1.6); rows stay under the seed's bounds
+MAX_MIX = 8.0  # a family's quota at most this many times its own
 
 
 class BriefFile(Strict):
@@ -33,6 +35,11 @@ class BriefFile(Strict):
     company_name: str | None = Field(default=None, min_length=2, max_length=80)
     rules: dict[str, float] = Field(default_factory=dict)
     variants: int = Field(default=1, ge=1, le=999)
+    # a targeted world (worldfactory.evals.target) sets its mix and size; empty/None: the variant's own
+    task_mix: dict[str, float] = Field(default_factory=dict)  # family -> its quota times this
+    scale: float | None = Field(default=None, gt=0.1, le=MAX_SCALE)
+    distractors: float = Field(default=0.0, ge=0.0, le=1.0)  # share of names given a look-alike's first word
+    origin: str = Field(default="", max_length=2000)  # why the brief exists (the run and causes it targets)
 
 
 class TextBrief(Strict):
@@ -86,6 +93,14 @@ def load_brief_file(path: Path, templates: TemplateSet) -> BriefFile:
         if name not in known:
             raise TemplateError(f"{path}: field 'rules.{name}': no such policy value in this world; "
                                 f"known: {', '.join(known)}")
+    from worldfactory.variants import MIX_FAMILIES
+
+    for family, factor in brief.task_mix.items():
+        if family not in MIX_FAMILIES:
+            raise TemplateError(f"{path}: field 'task_mix.{family}': no such task family; "
+                                f"known: {', '.join(MIX_FAMILIES)}")
+        if not 0 < factor <= MAX_MIX:
+            raise TemplateError(f"{path}: field 'task_mix.{family}': {factor} is not in (0, {MAX_MIX:g}]")
     return brief
 
 

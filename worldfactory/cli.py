@@ -394,39 +394,35 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_rollouts(args: argparse.Namespace) -> int:
-    from worldfactory.catalog import write_policy_rows
-    from worldfactory.confine import run_rollouts
-    from worldfactory.rollouts import curate, histogram, pass_rates, rollout_rows, trace_rows
+    """k episodes per task as an evaluation run of its own (worldfactory.evals.runs): the build's rows and
+    other runs' are never touched, and running it again resumes or reuses the run."""
+    from worldfactory.cli_eval import play_run
+    from worldfactory.evals.runs import run_episodes
+    from worldfactory.rollouts import Rollout, curate, histogram, pass_rates
 
-    world = _open_world(args, args.world)
-    cfg = rollout_config(args, args.k)
-    ids = args.tasks.split(",") if args.tasks else list(world.tasks)
-    for tid in ids:
-        world.task(tid)
+    bundle = resolve_world(args.world, _root(args))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=ERR, transient=False) as progress:
-        bar = progress.add_task(f"{world.world_id}: {cfg.label}", total=len(ids) * cfg.k)
-        rollouts = run_rollouts(world, cfg, ids, on_done=lambda r: progress.advance(bar))
-    rates = pass_rates(rollouts)  # every episode finished: now the rows land, all or nothing
-    catalog = _root(args) / "catalog"
-    write_policy_rows(catalog, "traces", world.world_id, cfg.label, trace_rows(rollouts))
-    write_policy_rows(catalog, "rollouts", world.world_id, cfg.label, rollout_rows(rollouts))
-    kept = curate(rates, {t.task_id: t.family for t in world.tasks.values()})
-    summary = {"world_id": world.world_id, "policy": cfg.label, "k": cfg.k, "episodes": len(rollouts),
-               "steps": sum(r.steps for r in rollouts), "histogram": histogram(rates), "kept": len(kept),
-               "dropped": len(rates) - len(kept),
-               "prompt_tokens": sum(r.prompt_tokens for r in rollouts),
-               "completion_tokens": sum(r.completion_tokens for r in rollouts),
-               "cost_usd": round(sum(r.cost_usd for r in rollouts), 6), "curated": kept}
+        bar = progress.add_task(f"{bundle.name}: {args.policy}", total=None)
+        info = play_run(args, [bundle], args.k, on_done=lambda n: progress.advance(bar, n))
+    episodes = run_episodes(_root(args), info.run_id)
+    rates = pass_rates([Rollout.model_validate({**e, "trace": []}) for e in episodes])
+    kept = curate(rates, {e["task_id"]: e["family"] for e in episodes})
+    summary = {"world_id": next(iter(info.config.worlds)), "run_id": info.run_id, "policy": info.config.label,
+               "k": info.config.k, "episodes": len(episodes), "steps": sum(e["steps"] for e in episodes),
+               "histogram": histogram(rates), "kept": len(kept), "dropped": len(rates) - len(kept),
+               "prompt_tokens": sum(e["prompt_tokens"] for e in episodes),
+               "completion_tokens": sum(e["completion_tokens"] for e in episodes),
+               "cost_usd": round(sum(e["cost_usd"] for e in episodes), 6), "curated": kept}
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
     console = out_console()
-    console.print(f"{summary['episodes']} episodes, {summary['steps']} steps; pass-rate histogram: "
-                  + ", ".join(f"{b}: {n}" for b, n in summary["histogram"].items()))
+    console.print(f"run {info.run_id}: {summary['episodes']} episodes, {summary['steps']} steps; pass-rate "
+                  "histogram: " + ", ".join(f"{b}: {n}" for b, n in summary["histogram"].items()))
     console.print(f"kept {summary['kept']} tasks in the pass band (0 < pass rate < 1), dropped {summary['dropped']}; "
                   f"tokens {summary['prompt_tokens']} in / {summary['completion_tokens']} out, "
-                  f"${summary['cost_usd']:.4f}. Rows: {catalog}/rollouts and /traces.")
+                  f"${summary['cost_usd']:.4f}. Rows: the run's own (`worldfactory eval show {info.run_id}`).")
     return 0
 
 
@@ -660,7 +656,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_page(args: argparse.Namespace) -> int:
     from worldfactory.generate.page import bundle_page
 
-    page = bundle_page(resolve_world(args.world, _root(args))).encode()
+    bundle = resolve_world(args.world, _root(args))
+    page = bundle_page(bundle)
+    from worldfactory.evals.summary import summaries
+
+    wid = json.loads((bundle / "world.json").read_text())["world_id"]
+    found = summaries(_root(args), wid)
+    if found:  # the runs that played it, as on the catalog site (the bundle's own index.html never changes)
+        from worldfactory.evals.pages import runs_section, with_runs
+
+        page = with_runs(page, runs_section(found, wid, prefix="../"))
+    page = page.encode()
     if args.out:
         Path(args.out).write_bytes(page)
         print(f"wrote {args.out} ({len(page)} bytes)")
@@ -912,13 +918,19 @@ def parser() -> argparse.ArgumentParser:
     _sandbox_args(r)
     r.set_defaults(fn=cmd_run)
 
-    ro = sub.add_parser("rollouts", help="k episodes per task with a policy; pass rates and the pass band")
+    ro = sub.add_parser("rollouts", help="k episodes per task with a policy, as an evaluation run; pass rates and "
+                                         "the pass band")
     ro.add_argument("world", metavar="WORLD")
     _policy_args(ro, default="noisy")
+    from worldfactory.cli_eval import offer_weak
+
+    offer_weak(ro)
     ro.add_argument("-k", type=int, default=8, help="rollouts per task")
     ro.add_argument("--tasks", help="comma-separated task IDs (default: every task)")
     ro.add_argument("--concurrency", type=int, default=32, help="episodes at once")
-    ro.add_argument("--data", help="data root for the catalogs (default $WORLDFACTORY_DATA or data/)")
+    ro.add_argument("--seed", type=int, default=0, help="0: the build's episode seeds; another draws others")
+    ro.add_argument("--name", default="", help="the run id (default: the policy label and a configuration hash)")
+    ro.add_argument("--data", help="data root for the catalogs and runs (default $WORLDFACTORY_DATA or data/)")
     ro.add_argument("--json", action="store_true")
     _sandbox_args(ro)
     ro.set_defaults(fn=cmd_rollouts)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +23,13 @@ def _print(obj: Any) -> None:
     print(json.dumps(obj, indent=1, sort_keys=True, default=str))
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def play_run(args: argparse.Namespace, bundles: list[Path], k: int,
+             on_done: Callable[[int], None] | None = None) -> runs.RunInfo:
+    """Play (or resume) the run these arguments describe: `eval run` and `rollouts` both come here."""
     from worldfactory import cli
     from worldfactory.confine import open_world
 
-    cfg = cli.rollout_config(args, args.k).model_copy(update={"seed": args.seed, "concurrency": args.concurrency})
-    bundles = [cli.resolve_world(w) for w in args.worlds]
+    cfg = cli.rollout_config(args, k).model_copy(update={"seed": args.seed, "concurrency": args.concurrency})
     tasks = args.tasks.split(",") if args.tasks else None
     if tasks:
         served: set[str] = set()
@@ -36,7 +40,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise runs.RunError(f"task(s) {', '.join(unknown)} are in none of the worlds given; "
                                 f"`worldfactory show WORLD` lists a world's tasks")
     verify = not args.no_verify
-    info = runs.execute(_data(args), bundles, cfg, tasks, lambda b: open_world(b, verify=verify), name=args.name)
+    return runs.execute(_data(args), bundles, cfg, tasks, lambda b: open_world(b, verify=verify), name=args.name,
+                        on_done=on_done)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from worldfactory import cli
+
+    info = play_run(args, [cli.resolve_world(w, _data(args)) for w in args.worlds], args.k)
     if args.json:
         _print(info.model_dump())
     else:
@@ -67,8 +78,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     info = runs.load_run(root, args.run)
     rates = family_rates(runs.run_episodes(root, args.run))
     bands = runs.band(runs.run_episodes(root, args.run))
+    from worldfactory.evals.summary import load_summary
+
+    summary = load_summary(runs.run_dir(root, args.run))
     out = {"run": info.model_dump(), "families": {f: r.model_dump() for f, r in rates.items()},
-           "band": {w: len(rows) for w, rows in bands.items()}}
+           "band": {w: len(rows) for w, rows in bands.items()},
+           "causes": summary.causes if summary else None, "top_cause": summary.top_cause if summary else None}
     if args.json:
         _print(out)
         return 0
@@ -76,6 +91,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     for fam, r in rates.items():
         print(f"{fam:<14} pass^1 {r.pass1.text():<32} pass^k {r.passk.text()}")
     print("band (0 < pass rate < 1): " + ", ".join(f"{w}: {n}" for w, n in out["band"].items()))
+    if summary is not None and summary.causes:
+        print("failures by cause: " + ", ".join(f"{c} {n}" for c, n in summary.causes.items())
+              + f" (`worldfactory eval report {info.run_id}` for examples)")
     return 0
 
 
@@ -140,6 +158,49 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_target(args: argparse.Namespace) -> int:
+    """Propose and register a run's targeted variants, then build them (the same pipeline as any world)."""
+    from worldfactory.cli import main, templates_root
+    from worldfactory.evals.summary import load_report, write_summary
+    from worldfactory.evals.target import propose, register
+    from worldfactory.templates import load_templates
+
+    root = _data(args)
+    if load_report(runs.run_dir(root, args.run)) is None:  # a run from before summaries: diagnose it now
+        from worldfactory.confine import open_world
+
+        write_summary(root, args.run, lambda b: open_world(b, verify=not args.no_verify))
+    plan = propose(root, args.run)
+    ids = register(plan, load_templates(templates_root()))
+    if args.json:
+        _print(plan.model_dump())
+    else:
+        print(f"run {plan.run_id}: dominant cause(s) {', '.join(plan.causes)}")
+        for t in plan.briefs:
+            mix = ", ".join(f"{f} x{v:g}" for f, v in t.task_mix.items())
+            print(f"  {t.world_id} (from {t.source}): {', '.join(t.knobs)}; mix {mix or '-'}; "
+                  f"{len(t.rules)} rule(s) near thresholds; scale {t.scale if t.scale is not None else '-'}")
+            print(f"      brief {t.path}")
+    if args.no_build:
+        print("registered; `worldfactory build " + " ".join(ids) + "` (or the Dagster sensor) builds them",
+              file=sys.stderr)
+        return 0
+    build = ["build", *ids, "--data", str(root)] + (["--no-dagster"] if args.no_dagster else [])
+    if not args.json:
+        return main(build)
+    with contextlib.redirect_stdout(sys.stderr):  # stdout holds the plan's JSON alone
+        return main(build)
+
+
+def offer_weak(p: argparse.ArgumentParser) -> None:
+    """The scripted weak policies among --policy's choices: evaluation runs (eval run, rollouts) offer them."""
+    from worldfactory.policies.weak import WEAK
+
+    for action in p._actions:
+        if action.dest == "policy" and action.choices is not None:
+            action.choices = [*action.choices, *WEAK]
+
+
 def add_parser(sub: Any) -> None:
     """The `eval` command group, on the main parser's subcommands."""
     from worldfactory.cli import _policy_args, _sandbox_args
@@ -154,11 +215,7 @@ def add_parser(sub: Any) -> None:
     r = es.add_parser("run", help="play a policy on worlds as a run of its own (resumes an unfinished one)")
     r.add_argument("worlds", nargs="+", metavar="WORLD")
     _policy_args(r, default="noisy")
-    from worldfactory.policies.weak import WEAK
-
-    for action in r._actions:  # and the scripted weak policies, which only evaluation runs offer
-        if action.dest == "policy" and action.choices is not None:
-            action.choices = [*action.choices, *WEAK]
+    offer_weak(r)
     r.add_argument("-k", type=int, default=4, help="episodes per task (default 4)")
     r.add_argument("--tasks", help="comma-separated task IDs (default: every task)")
     r.add_argument("--seed", type=int, default=0, help="0: the build's episode seeds; another draws others")
@@ -189,6 +246,14 @@ def add_parser(sub: Any) -> None:
     _sandbox_args(rp)
     rp.set_defaults(fn=cmd_report)
 
+    t = sub.add_parser("target", help="variants aimed at a run's dominant failure causes: register and build them")
+    t.add_argument("run", metavar="RUN")
+    t.add_argument("--no-build", action="store_true", help="only register the brief files (the sensor builds them)")
+    t.add_argument("--no-dagster", action="store_true", help="build with the engine alone, as `build --no-dagster`")
+    common(t)
+    _sandbox_args(t)
+    t.set_defaults(fn=cmd_target)
+
     d = es.add_parser("delete", help="remove a run's folder and catalog rows (nothing else)")
     d.add_argument("run", metavar="RUN")
     common(d)
@@ -198,6 +263,8 @@ def add_parser(sub: Any) -> None:
 def run_bands(root: Path, run: str, bundles: list[Path] | None) -> tuple[list[Path], dict[str, dict[str, float]]]:
     """The bundles a run played (or those given) and, per world, the run's band: task id -> pass rate."""
     info = runs.load_run(root, run)
-    bands = runs.band(runs.run_episodes(root, run))
+    bands: dict[str, dict[str, float]] = {w: {} for w in info.config.worlds}
+    for row in runs.curated_tasks(root, run):
+        bands[row["world_id"]][row["task_id"]] = row["pass_rate"]
     chosen = bundles if bundles is not None else [Path(b) for b in info.bundles.values()]
-    return chosen, {w: {r["task_id"]: r["pass_rate"] for r in rows} for w, rows in bands.items()}
+    return chosen, bands

@@ -148,7 +148,8 @@ def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None 
                            company_name=tb.company_name, rule_overrides=tb.rules)
         bf = load_brief_file(path, templates)
         return _expand(world_id, bf.domain, bf.company_type, variant, templates,
-                       company_name=bf.company_name, rule_overrides=bf.rules)
+                       company_name=bf.company_name, rule_overrides=bf.rules, task_mix=bf.task_mix or None,
+                       scale=bf.scale, distractors=bf.distractors)
     return expand_seed(world_id, templates)
 
 
@@ -167,7 +168,12 @@ def company_name_for(world_id: str, domain: DomainPack, ctype: CompanyType, word
 
 
 def _expand(world_id: str, domain_name: str, company_type: str, variant: int, templates: TemplateSet,
-            company_name: str | None = None, rule_overrides: dict[str, float] | None = None) -> Brief:
+            company_name: str | None = None, rule_overrides: dict[str, float] | None = None,
+            task_mix: dict[str, float] | None = None, scale: float | None = None,
+            distractors: float = 0.0) -> Brief:
+    """The brief of one world; a brief file's overrides (company name, rule values, task mix, scale, look-alike
+    names) last,
+    after every draw, so the draws (and the rest of the world) stay what they were."""
     seed = generation_seed(world_id)
     rng = stage_rng(seed, "brief")
     domain = templates.domains[domain_name]
@@ -201,10 +207,11 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         generator_version=GENERATOR_VERSION,
         company_name=company_name or drawn_name,
         clock=clock.isoformat(),
-        scale=round(ctype.scale * rng.uniform(*SCALE_SPREAD), 3),
+        scale=scale if scale is not None else round(ctype.scale * rng.uniform(*SCALE_SPREAD), 3),
         modules=modules,
         rules=rules,
         departments=list(domain.departments),
         omitted_tools=structure.omitted_tools,
-        task_mix=structure.task_mix,
+        task_mix=dict(sorted(task_mix.items())) if task_mix else structure.task_mix,
+        distractors=distractors,
     )

@@ -1,7 +1,8 @@
 """The catalog site: an index of every built world, read from the Parquet catalogs through DuckDB.
 
 `worldfactory site` serves it on loopback; `worldfactory site --out DIR` writes it as static files
-(index.html and worlds/<id>.html, each world's own bundle page). Filters by domain, company type
+(index.html and worlds/<id>.html, each world's own bundle page; where evaluation runs exist, a runs
+section on both and runs/<run>/... pages for their example episodes). Filters by domain, company type
 and task family are a small inline script over the rows already on the page (without script every
 row shows); the plots are inline SVG. Nothing on a page asks the network for anything.
 """
@@ -14,6 +15,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from worldfactory.catalog import create_views
+from worldfactory.evals.pages import run_site_files, runs_section, with_runs
+from worldfactory.evals.summary import summaries
 from worldfactory.generate.page import CSS, PAGE, esc, hbar_svg, vbar_svg
 
 BUCKETS = ["0", "(0,0.25]", "(0.25,0.5]", "(0.5,0.75]", "(0.75,1)", "1"]
@@ -163,7 +166,17 @@ def site_files(data_root: Path) -> dict[str, bytes]:
             page = data_root / "worlds" / wid / PAGE
         if page.is_file():
             files[f"worlds/{wid}.html"] = page.read_bytes()
-    files["index.html"] = index_page(data, {name[len("worlds/"):-len(".html")] for name in files}).encode()
+    index = index_page(data, {name[len("worlds/"):-len(".html")] for name in files})
+    found = summaries(data_root)  # evaluation runs: a section on the index and on each world's page they played
+    if found:
+        for name in list(files):
+            wid = name[len("worlds/"):-len(".html")]
+            mine = [s for s in found if wid in s.worlds]
+            if mine:
+                files[name] = with_runs(files[name].decode(), runs_section(mine, wid, prefix="../")).encode()
+        index = with_runs(index, runs_section(found))
+        files.update(run_site_files(data_root))
+    files["index.html"] = index.encode()
     return files
 
 

@@ -594,6 +594,17 @@ class Brief(BaseModel):
     departments: list[str]
     omitted_tools: list[str] = Field(default_factory=list)  # this variant's tool set leaves these out
     task_mix: dict[str, float] = Field(default_factory=dict)  # per family: its quota times this
+    # the share of drawn person and company names that take the first word of an earlier one (a look-alike:
+    # Zenith Logistics beside Zenith Textiles); a targeted brief sets it, 0 draws as before
+    distractors: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `distractors` out while 0, so every world without look-alikes keeps its bytes."""
+        data = handler(self)
+        if isinstance(data, dict) and data.get("distractors", 0.0) == 0.0:
+            data.pop("distractors", None)
+        return data
 
 
 class WorldSpec(BaseModel):

@@ -236,9 +236,18 @@ class Report(BaseModel):
         return max(self.by_cause, key=lambda c: (self.by_cause[c], -list(CAUSES).index(c))) if self.by_cause else None
 
 
+def diagnoses(episodes: list[dict[str, Any]], worlds: dict[str, Any]) -> list[Diagnosis]:
+    """Every failed episode diagnosed, in the episodes' order."""
+    return [diagnose(worlds[e["world_id"]], e) for e in episodes if e["reward"] < 1.0]
+
+
 def report(run_id: str, episodes: list[dict[str, Any]], worlds: dict[str, Any]) -> Report:
     """Diagnose every failed episode (in (world, task, rollout) order) and count the causes."""
-    diags = [diagnose(worlds[e["world_id"]], e) for e in episodes if e["reward"] < 1.0]
+    return tally(run_id, len(episodes), diagnoses(episodes, worlds))
+
+
+def tally(run_id: str, episodes: int, diags: list[Diagnosis]) -> Report:
+    """The counts by cause, family and world of these diagnoses, with the first example of each cause."""
     by_cause = Counter(d.cause for d in diags)
     by_family: dict[str, Counter[str]] = {}
     by_world: dict[str, Counter[str]] = {}
@@ -248,7 +257,7 @@ def report(run_id: str, episodes: list[dict[str, Any]], worlds: dict[str, Any]) 
         by_world.setdefault(d.world_id, Counter())[d.cause] += 1
         examples.setdefault(d.cause, d)
     order = [c for c in CAUSES if c in by_cause]
-    return Report(run_id=run_id, episodes=len(episodes), failed=len(diags),
+    return Report(run_id=run_id, episodes=episodes, failed=len(diags),
                   by_cause={c: by_cause[c] for c in order},
                   by_family={f: dict(sorted(c.items())) for f, c in sorted(by_family.items())},
                   by_world={w: dict(sorted(c.items())) for w, c in sorted(by_world.items())},

@@ -3,7 +3,8 @@
 A run lives in data/runs/<run id>/: run.json (its full configuration, without secrets),
 episodes.jsonl (a journal, one line per finished episode, appended as episodes finish: a killed
 run resumes from it and never plays a finished episode again), and, once complete, rollouts.parquet
-and traces.parquet sorted by (world, task, rollout). Its catalog rows are files named for the run
+and traces.parquet sorted by (world, task, rollout), curated_tasks.jsonl (the run policy's band: its
+curriculum) and summary.json and report.json (evals/summary.py). Its catalog rows are files named for the run
 (part-<run id>.parquet) in each world's partition of `runs`, `run_rollouts`, `run_traces` and
 `bands`, so a run never touches the build's rows or another run's. The run id is the policy label
 and a hash of the configuration (or a given name): the same configuration is the same run.
@@ -34,6 +35,7 @@ from worldfactory.runtime.world import WorldError
 RUN_TABLES = ("runs", "run_rollouts", "run_traces")  # a run's own rows; `bands` holds the build's too
 BUILD_BAND = "build"  # the file name of the build's band in `bands` (its policy is in the rows)
 JOURNAL = "episodes.jsonl"
+CURATED = "curated_tasks.jsonl"  # the run policy's band, as the build's curated_tasks.jsonl is the reference's
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
 
@@ -182,9 +184,10 @@ def execute(data_root: Path, bundles: list[Path], cfg: RolloutConfig, tasks: lis
     _write_info(folder, info)
     _drop_torn_line(folder / JOURNAL)
     done = {(e["world_id"], e["task_id"], e["rollout"]) for e in journal(folder)}
+    opened: dict[str, Any] = {}
     with (folder / JOURNAL).open("ab") as out:
         for wid, bundle in info.bundles.items():
-            world = open_world(Path(bundle))
+            world = opened[wid] = open_world(Path(bundle))
             ids = [t for t in (tasks or list(world.tasks)) if t in world.tasks]
             for tid in ids:
                 missing = [i for i in range(cfg.k) if (wid, tid, i) not in done]
@@ -198,7 +201,30 @@ def execute(data_root: Path, bundles: list[Path], cfg: RolloutConfig, tasks: lis
                         on_done(1)
 
                 _play(world, cfg, tid, missing, keep)
-    return finish(data_root, rid)
+    info = finish(data_root, rid)
+    from worldfactory.evals.summary import write_summary  # the same layer; summary reads runs
+
+    write_summary(data_root, rid, open_world, opened)
+    return info
+
+
+def resume(data_root: Path, rid: str, open_world: OpenWorld, api_key: str = "unused",
+           on_done: Callable[[int], None] | None = None) -> RunInfo:
+    """Finish a run from its run.json alone (the Dagster asset's way in): an unfinished run plays only its
+    missing episodes; a complete one is left as it is, and only gets its summary if it lacks one."""
+    info = load_run(data_root, rid)
+    folder = run_dir(data_root, rid)
+    if info.complete:
+        if not (folder / "summary.json").is_file():
+            from worldfactory.evals.summary import write_summary
+
+            write_summary(data_root, rid, open_world)
+        return info
+    c = info.config
+    cfg = RolloutConfig(policy=c.policy, k=c.k, error_rate=c.error_rate, base_url=c.base_url, model=c.model,
+                        api_key=api_key, max_turns=c.max_turns, seed=c.seed)
+    return execute(data_root, [Path(b) for b in info.bundles.values()], cfg, c.tasks, open_world, name=info.name,
+                   on_done=on_done)
 
 
 def _play(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int], keep: Callable[[Rollout], None]) -> None:
@@ -251,6 +277,9 @@ def finish(data_root: Path, rid: str) -> RunInfo:
         pa.field("world_id", pa.string()))), folder / "rollouts.parquet", compression="zstd")
     pq.write_table(pa.Table.from_pylist(traces, schema=SCHEMAS["run_traces"].append(
         pa.field("world_id", pa.string()))), folder / "traces.parquet", compression="zstd")
+    curated = [{"world_id": w, **row, "policy": info.config.label, "run_id": rid}
+               for w, rows in band(unique).items() for row in sorted(rows, key=lambda r: r["task_id"])]
+    (folder / CURATED).write_text("".join(dumps_sorted(row) + "\n" for row in curated))
     info = info.model_copy(update={"complete": True, "episodes": len(unique),
                                    "passes": sum(e["reward"] >= 1.0 for e in unique)})
     _write_info(folder, info)
@@ -283,6 +312,15 @@ def band(episodes: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         rates = pass_rates([Rollout.model_validate({**e, "trace": []}) for e in mine])
         out[wid] = curate(rates, {e["task_id"]: e["family"] for e in mine})
     return out
+
+
+def curated_tasks(data_root: Path, rid: str) -> list[dict[str, Any]]:
+    """A complete run's curated_tasks.jsonl: the band of the policy it played, as its curriculum."""
+    info = load_run(data_root, rid)
+    path = run_dir(data_root, rid) / CURATED
+    if not info.complete or not path.is_file():
+        raise RunError(f"run {rid!r} is unfinished, so it has no band yet ({path}); run it again to finish it")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def publish_run_rows(catalog_root: Path, folder: Path) -> None:

@@ -46,6 +46,7 @@ class _Gen:
         self.ids: dict[str, list[int]] = {}
         self.origins: dict[str, dict[int, str]] = {}  # per table: row id -> its origin date (audit.origin_column)
         self.refs: dict[str, list[tuple[str, str]]] = {}  # per table: audit.parent_refs
+        self.drawn: dict[str, list[str]] = {}  # per name generator, the names drawn (for look-alikes)
 
     def _ids(self, table: str) -> list[int]:
         ids = self.ids.get(table)
@@ -61,7 +62,26 @@ class _Gen:
         return row[ref]
 
     def _named(self, name: str) -> str | None:
-        """Draw for a named generator; template placeholders use the same names."""
+        """Draw for a named generator; template placeholders use the same names. With the brief's
+        `distractors`, that share of person and company names take an earlier name's first word."""
+        share = self.spec.brief.distractors
+        if share and name in ("person_name", "company_name", "company"):
+            return self._look_alike(name, share)
+        return self._draw_named(name)
+
+    def _look_alike(self, name: str, share: float) -> str:
+        drawn = self.drawn.setdefault(name, [])
+        out = self._draw_named(name)
+        assert out is not None
+        if drawn and self.rng.random() < share:
+            first = self.rng.choice(drawn).split(" ", 1)[0]
+            other = f"{first} {out.split(' ', 1)[-1]}"
+            if other not in drawn:  # a look-alike, never a second record of the very same name
+                out = other
+        drawn.append(out)
+        return out
+
+    def _draw_named(self, name: str) -> str | None:
         r, v = self.rng, self.vocab
         if name == "person_name":
             return f"{r.choice(v.first_names)} {r.choice(v.last_names)}"

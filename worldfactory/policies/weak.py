@@ -1,6 +1,9 @@
 """Scripted policies with one known weakness each: the failure taxonomy must name it as their top cause.
 
-Each is the oracle with one habit, deterministic (no random draw):
+Each is the oracle with one habit, which it acts on in half of its episodes: one draw from the
+episode's seeded stream decides (`habit`), so an episode is the same for the same seed and a task
+that exercises the weakness passes some of its k episodes and fails others (the policy's pass band
+is not empty). Where the habit is off it plays the oracle:
 
 - `rule_blind` never reads a business rule: where a rule picks between actions it takes its table's
   first transition, and where a rule forbids the asked action it does it anyway;
@@ -22,6 +25,20 @@ RULE_TABLE = "business_rules"
 NAME_KEYS = ("name", "full_name", "title")
 
 
+HABIT_SHARE = 0.5  # the share of episodes in which a weak policy acts on its habit
+
+
+def habit(rng: random.Random) -> bool:
+    """Whether this episode acts on the policy's habit: the episode's first draw, so it is seeded."""
+    return rng.random() < HABIT_SHARE
+
+
+def _oracle(task: Task, episode: Episode) -> Any:
+    for call in task.oracle:
+        episode.call(call.tool, call.args)
+    return task.answer
+
+
 def _spec(episode: Episode, tool: str) -> dict[str, Any]:
     return episode.world.tools_by_name[tool]
 
@@ -32,6 +49,8 @@ def _writes(episode: Episode, tool: str) -> bool:
 
 def first_write_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     """The oracle until its first write; then it stops, with no answer."""
+    if not habit(rng):
+        return _oracle(task, episode)
     for call in task.oracle:
         episode.call(call.tool, call.args)
         if _writes(episode, call.tool):
@@ -42,10 +61,8 @@ def first_write_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
 def rule_blind_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     """The oracle without its business-rule reads, taking the permissive action where a rule decides."""
     manifest = episode.world.tool_manifest
-    if not any(_spec(episode, c.tool).get("table") == RULE_TABLE for c in task.oracle):
-        for call in task.oracle:
-            episode.call(call.tool, call.args)
-        return task.answer
+    if not habit(rng) or not any(_spec(episode, c.tool).get("table") == RULE_TABLE for c in task.oracle):
+        return _oracle(task, episode)
     last_get: tuple[str, dict[str, Any]] | None = None
     wrote = False
     for call in task.oracle:
@@ -74,6 +91,8 @@ def rule_blind_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
 
 def name_confuser_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     """The oracle, except that a search by a name of several words takes the first other record it finds."""
+    if not habit(rng):
+        return _oracle(task, episode)
     swap: dict[tuple[str, Any], Any] = {}  # (id argument's prefix, right id) -> the id it uses instead
     for call in task.oracle:
         spec = _spec(episode, call.tool)
