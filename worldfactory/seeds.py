@@ -207,4 +207,5 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         departments=list(domain.departments),
         omitted_tools=structure.omitted_tools,
         task_mix=structure.task_mix,
+        twins=structure.twins,
     )

@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from typing import Any, NamedTuple
 
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
+from worldfactory.spec import ColumnDef, Difficulty, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
 
 from ..data import draw_value, fetch_dicts, open_image
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
@@ -223,14 +223,16 @@ class TaskBuilder:
         return None
 
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
-            answer: Any = None, answer_type: str | None = None) -> bool:
+            answer: Any = None, answer_type: str | None = None, trap: list[ToolCall] | None = None,
+            distractors: int = 0, rules: int | None = None) -> bool:
         """Add a task unless its instruction repeats one or its oracle does not replay cleanly."""
         if instruction in self.instructions:
             return False
         n = sum(1 for t in self.tasks if t.family == family) + 1
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
                     answer=answer, answer_type=answer_type, target=target,
-                    needs_search=self.needs_search(target, oracle))
+                    needs_search=self.needs_search(target, oracle),
+                    difficulty=difficulty_of(oracle, self.ref_lookup_ids, distractors, rules), trap=trap or [])
         if self.validate is not None and not self.validate(task):
             return False
         self.instructions.add(instruction)
@@ -462,6 +464,23 @@ class TaskBuilder:
             if addr is not None:
                 out.append((row, addr))
         return out
+
+
+RULE_READS = ("search_business_rules", "get_business_rule")
+HANDBOOK_READS = ("search_handbook_sections", "get_handbook_section")
+
+
+def difficulty_of(oracle: list[ToolCall], ref_lookups: set[int], distractors: int = 0,
+                  rules: int | None = None) -> Difficulty:
+    """A task's difficulty features, counted from its plan: rules are the distinct rules it reads (unless the
+    family says how many interact); records to discover are its searches for records (not for rules or
+    handbook sections, nor for a record a parameter names by its label)."""
+    read = {str(c.args.get("name") or c.args.get("topic") or c.args) for c in oracle if c.tool in RULE_READS}
+    searches = [c for c in oracle if c.tool.startswith("search_") and c.tool not in RULE_READS + HANDBOOK_READS
+                and id(c) not in ref_lookups]
+    return Difficulty(oracle_calls=len(oracle), distinct_tools=len({c.tool for c in oracle}),
+                      distractors=distractors, rules=len(read) if rules is None else rules,
+                      records_to_discover=len(searches))
 
 
 def sweep_calls(sweep: Sweep) -> list[ToolCall]:
