@@ -25,6 +25,7 @@ from worldfactory.fill import fill
 from worldfactory.spec import Guard, TableDef, Transition, WorldSpec
 
 from .data import fetch_dicts
+from .tasks.words import a_or_an
 from .workflow import guard_holds
 
 TABLE = "handbook_sections"
@@ -48,9 +49,16 @@ class HandbookRule:
     def title(self) -> str:
         return f"{self.step.name.replace('_', ' ').capitalize()}: {self.rule.replace('_', ' ')}"
 
-    def subject(self, label: Any) -> str:
-        """The escalation email's subject for a record."""
-        return f"Near-limit review: {self.table.singular} {label}"
+    def subject(self, row: dict[str, Any]) -> str:
+        """The escalation email's subject for a record: by its label, or by its id where it has none."""
+        said = row[self.table.label] if self.table.label else f"#{row['id']}"
+        return f"Near-limit review: {self.table.singular} {said}"
+
+    @property
+    def subject_form(self) -> str:
+        """The subject as the handbook writes it, for any record."""
+        said = (f"<its {self.table.column(self.table.label).human}>" if self.table.label else "#<its id>")
+        return f"Near-limit review: {self.table.singular} {said}"
 
 
 def _plain_verb(t: Transition, obj: str) -> str:
@@ -89,7 +97,7 @@ def handbook_rules(spec: WorldSpec, conn: sqlite3.Connection) -> list[HandbookRu
         "AND r.can_approve = 1 ORDER BY u.id")] if spec.has_table("users") and spec.has_table("roles") else []
     out: list[HandbookRule] = []
     for table in spec.tables:
-        if not table.workflow or not table.label:
+        if not table.workflow:
             continue
         steps = {tr.name: tr for tr in table.workflow.transitions}
         for tr in table.workflow.transitions:
@@ -127,16 +135,18 @@ def sections(spec: WorldSpec, conn: sqlite3.Connection) -> list[dict[str, Any]]:
         if rule is None or limit is None:
             continue
         used.add(hr.rule)
-        obj = f"a {hr.table.singular}"
+        obj = f"{a_or_an(hr.table.singular)} {hr.table.singular}"
         step, alt = _plain_verb(hr.step, obj), _plain_verb(hr.alternative, "it")
         low, high = band(hr, limit) or (limit, limit)
         field = _field_words(hr)
         side = "under" if hr.guard.op in UPPER else "over"
         parts = [
-            f"Rule ({rule.label}, now {_amount(hr.table, hr, limit)}): {step} only when {hr.guard.says or 'the rule allows it'}; "
+            f"Rule ({rule.label}, now {_amount(hr.table, hr, limit)}): {step} only when "
+            f"{hr.guard.says or 'the rule allows it'}; "
             f"otherwise {alt} instead. The {hr.step.name} tool refuses a step past the limit.",
             f"Exception (no tool enforces it): when the {field} is just {side} the {rule.label}, from "
-            f"{_amount(hr.table, hr, low)} to {_amount(hr.table, hr, high)} inclusive, do not {_plain_verb(hr.step, 'it')}; "
+            f"{_amount(hr.table, hr, low)} to {_amount(hr.table, hr, high)} inclusive, do not "
+            f"{_plain_verb(hr.step, 'it')}; "
             f"{alt} instead, as if it were past the limit.",
         ]
         reviewer = fetch_dicts(conn, "SELECT u.full_name, d.name AS dept FROM users u LEFT JOIN departments d "
@@ -146,7 +156,7 @@ def sections(spec: WorldSpec, conn: sqlite3.Connection) -> list[dict[str, Any]]:
             who = reviewer[0]
             parts.append(f"Escalation: each time the exception applies, email the rule's reviewer, {who['full_name']} "
                          f"({who['dept']}), at their address on their user record, with the subject "
-                         f"\"{hr.subject('<its ' + (hr.table.column(hr.table.label or '').human) + '>')}\" "
+                         f"\"{hr.subject_form}\" "
                          f"and a short note. Nothing else needs a report.")
         rows.append({"title": hr.title, "topic": hr.rule, "body": " ".join(parts), "reviewer_id": hr.reviewer_id})
     for rule in spec.rules:

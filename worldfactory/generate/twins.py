@@ -239,7 +239,7 @@ def seed_twins(spec: WorldSpec, vocab: Vocabulary, conn: sqlite3.Connection) -> 
 def find_twins(spec: WorldSpec, conn: sqlite3.Connection) -> list[Twin]:
     """The seeded pairs, read back from a seed database: every row past its table's generated rows is a twin."""
     out: list[Twin] = []
-    for table, parent, day in dated_tables(spec):
+    for table, _parent, day in dated_tables(spec):
         n = table_rows(table, spec.brief.scale)
         same = [c.name for c in table.columns if c.name not in (table.label, day) and c.type != "date"]
         for twin in fetch_dicts(conn, f"SELECT * FROM {table.name} WHERE id > ? ORDER BY id", (n,)):

@@ -26,7 +26,7 @@ from .words import cap, human, tool_name
 FAMILY = "discover"
 QUOTA = 10
 TRIES = 3
-TWIN_SHARE = 0.7  # of tasks about the newer twin (the second search hit), so the first hit is mostly wrong
+TWIN_SHARE = 0.8  # of tasks about the newer twin (the second search hit), so the first hit is mostly wrong
 PHRASES = ["{Verb}.", "Please {verb}.", "Could you {verb}?", "We need to {verb}."]
 
 

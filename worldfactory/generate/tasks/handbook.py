@@ -61,7 +61,7 @@ def plan(b: TaskBuilder, candidate: tuple[HandbookRule, dict[str, Any], dict[str
     hr, row, args, case = candidate
     table = hr.table
     addr = b.address(table, row)
-    if addr is None or table.label is None:
+    if addr is None:
         return None
     alt_args = b.task_args(hr.alternative, row)
     if not guards_hold(hr.alternative, row, alt_args, b.rules):
@@ -104,7 +104,6 @@ def _escalation(b: TaskBuilder, hr: HandbookRule, row: dict[str, Any]) -> list[T
     if reviewer is None or not reviewer.get("email"):
         return None
     find = [ToolCall(tool="search_users", args={"full_name": reviewer["full_name"]})] + b.getter(users, reviewer)
-    assert hr.table.label is not None
-    email = ToolCall(tool="create_email", args={"subject": hr.subject(row[hr.table.label]), "body": BODY,
+    email = ToolCall(tool="create_email", args={"subject": hr.subject(row), "body": BODY,
                                                  "to_address": reviewer["email"]})
     return find + [email]
