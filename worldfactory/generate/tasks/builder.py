@@ -27,6 +27,7 @@ SEARCH_MAX = 500  # the largest page a plan asks a search tool for
 ATTRIBUTE_SHARE = 0.45  # of main records named by what a person knows of them, where that names one record
 SEARCH_FLOOR = 0.34  # below this share of tasks that need a search, attributes name every record they can
 SEARCH_CHECK_AFTER = 20  # tasks made before the share is watched
+CHANGE = "change the {field} of {obj} to {value}"
 
 
 @dataclass
@@ -307,6 +308,43 @@ class TaskBuilder:
                 f"SELECT 1 FROM {table.name} WHERE {col.name} = ?", (value,)).fetchone()
             if not taken:
                 return value
+        return None
+
+    def update_change(self, table: TableDef, row: dict[str, Any]
+                          ) -> tuple[str, dict[str, str], list[ToolCall], dict[str, Any]] | None:
+        """A change to one updatable column: the verb's template (``{obj}`` and the words it names, filled in
+        one pass, so pack text in the words is never read as a placeholder), the lookups it needs, the arguments."""
+        col = table.column(self.rng.choice(table.update))
+        if col.enum:
+            options = [v for v in col.enum if v != row[col.name]]
+            value: Any = self.rng.choice(options)
+            return CHANGE, {"field": col.human, "value": human(value)}, [], {col.name: value}
+        if col.ref:
+            target = self.spec.table(col.ref)
+            if not (target.label and target.label in target.search):
+                return None
+            others = self.rows_except(target, row[col.name])
+            if not others:
+                return None
+            other = self.rng.choice(others)
+            lookup = ToolCall(tool=f"search_{target.name}", args={target.label: other[target.label]})
+            words = {"thing": target.singular, "name": other[target.label], "field": col.human}
+            return "make {thing} {name} the {field} of {obj}", words, [lookup], {col.name: other["id"]}
+        if col.type in ("money", "number") and row[col.name] is not None:
+            value = round(float(row[col.name]) * self.rng.choice([0.8, 0.9, 1.1, 1.25]), 2)
+            said = f"${value:,.2f}" if col.type == "money" else f"{value:g}"
+            return CHANGE, {"field": col.human, "value": said}, [], {col.name: value}
+        if col.type == "integer" and row[col.name] is not None:
+            step = max(1, round(abs(int(row[col.name])) * self.rng.choice([0.1, 0.2, 0.25])))
+            value = int(row[col.name]) + self.rng.choice([-step, step])
+            if col.minimum is not None and value < col.minimum:
+                value = int(row[col.name]) + step
+            return CHANGE, {"field": col.human, "value": value}, [], {col.name: value}
+        if col.type == "text" and not col.free_text:
+            text = self.drawn_text(table, col, dict(row))
+            if text is None or text == row[col.name]:
+                return None
+            return CHANGE, {"field": col.human, "value": text}, [], {col.name: text}
         return None
 
     def searches_short(self) -> bool:

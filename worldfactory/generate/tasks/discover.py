@@ -20,7 +20,6 @@ from ..twins import Twin, dated_tables, find_twins
 from ..workflow import guards_hold, id_param, render_verb
 from .builder import TaskBuilder
 from .driver import Plan, Pools
-from .lookup_act import _update_change
 from .words import cap, human, tool_name
 
 FAMILY = "discover"
@@ -79,7 +78,7 @@ def _action(b: TaskBuilder, table: TableDef, row: dict[str, Any], said: str
         call = ToolCall(tool=tr.name, args={id_param(table): row["id"], **args})
         return render_verb(tr, said, words[0]), words[1], call
     if table.update and tool_name(table, "update") in b.tools:
-        change = _update_change(b, table, row)
+        change = b.update_change(table, row)
         if change is not None:
             template, words, extra, call_args = change
             call = ToolCall(tool=tool_name(table, "update"), args={id_param(table): row["id"], **call_args})
