@@ -163,7 +163,9 @@ def sections(spec: WorldSpec, conn: sqlite3.Connection) -> list[dict[str, Any]]:
         if rule.name in used or rule.name not in spec.brief.rules:
             continue
         value = spec.brief.rules[rule.name]
-        text = f"{rule.label.capitalize()}: {value:g}." + (f" {rule.description}" if rule.description else "")
+        text = (f"{rule.label.capitalize()}: {value:g}." + (f" {rule.description}" if rule.description else "")
+                + " A reference value: where a tool applies it, the tool says so; it changes no decision in the "
+                "other sections of this handbook.")  # an agent must not guess it into a step (found solving blind)
         rows.append({"title": rule.label.capitalize(), "topic": rule.name, "body": text, "reviewer_id": None})
     return rows
 
