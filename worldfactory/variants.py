@@ -4,11 +4,12 @@ Names, clock, rule values and volumes already differ per variant. On top of that
 a structure: which of the domain's optional modules it adds beyond its company type's (new tables,
 their tools and rules), which update tools it lacks (an agent must then make do with the workflow
 steps), its task mix (each family's quota scaled, the hard tier's discover and handbook too) and how
-many near-duplicate pairs it seeds (``twins``, 0 to 3: the distractors knob; generate/twins.py). v001 is
-the full world the company type describes. Later variants take distinct structures: the seed type's options are numbered as bit
-masks, and a permutation drawn from the seed type's own seed hands each variant its own mask, so the
-20 variants of a seed type have 20 different (schema, tool set) pairs wherever the pack offers at
-least 20 choices. Tasks never need a left-out tool: they are drawn from the tools that exist.
+many near-duplicate pairs it seeds (``twins``, 0 to 3: the distractors knob; generate/twins.py). v001
+is the full world the company type describes. Later variants take distinct structures: the seed type's
+options are numbered as bit masks, and a permutation drawn from the seed type's own seed hands each
+variant its own mask, so the 20 variants of a seed type have 20 different (schema, tool set) pairs
+wherever the pack offers at least 20 choices. Tasks never need a left-out tool: they are drawn from the
+tools that exist.
 """
 
 from __future__ import annotations

@@ -129,6 +129,9 @@ def _dated(spec: WorldSpec, conn: sqlite3.Connection, rng: random.Random, count:
         rows = [r for r in fetch_dicts(conn, f"SELECT * FROM {table.name} ORDER BY id")
                 if r[table.workflow.column] in movable and r[parent] is not None and r[day]]
         rng.shuffle(rows)
+        if table.name == spec.anchor and spec.has_table("notes"):  # a record with a note first: a note can name it
+            noted = {r[0] for r in conn.execute("SELECT DISTINCT subject_id FROM notes")}
+            rows.sort(key=lambda r: r["id"] not in noted)
         made = 0
         for row in rows:
             if made >= count:

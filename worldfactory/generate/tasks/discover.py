@@ -4,8 +4,8 @@ Each task is about one side of a seeded pair (generate/twins.py) and names it by
 apart: the date it was filed ("the fire claim on policy POL-000047 filed on January 9", "the later of the
 two"), the city of one of two records named alike ("the policyholder in Riverton whose name begins with
 Jonas Hartley"), or who a person is (our colleague in Finance, not the customer contact of the same
-name). The search the agent makes finds both; it must compare and pick. ``Task.trap`` is the same plan on
-the other twin, and the verifier must fail it.
+name), or by a note written on it. The search the agent makes finds both; it must compare and pick.
+``Task.trap`` is the same plan on the other twin, and the verifier must fail it.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ FAMILY = "discover"
 QUOTA = 10
 TRIES = 3
 TWIN_SHARE = 0.8  # of tasks about the newer twin (the second search hit), so the first hit is mostly wrong
+NOTED_TWIN_SHARE = 0.4  # of pairs whose older record has a note: the newer one is meant less often
+NOTE_SHARE = 0.6  # of dated tasks whose record has a note of its own, named by that note
 PHRASES = ["{Verb}.", "Please {verb}.", "Could you {verb}?", "We need to {verb}."]
 
 
@@ -36,7 +38,9 @@ def candidates(b: TaskBuilder) -> Pools:
 
 
 def plan(b: TaskBuilder, pair: Twin) -> Plan | None:
-    newer = b.rng.random() < TWIN_SHARE
+    noted = pair.kind == "dated" and pair.table == b.spec.anchor and b.has_table("notes") and bool(
+        b.conn.execute("SELECT 1 FROM notes WHERE subject_id = ?", (pair.source,)).fetchone())
+    newer = b.rng.random() < (NOTED_TWIN_SHARE if noted else TWIN_SHARE)  # a note can name only the older one
     if pair.kind == "same_name":
         return _same_name(b, pair, newer)
     table = b.spec.table(pair.table)
@@ -117,16 +121,40 @@ def _dated(b: TaskBuilder, table: TableDef, row: dict[str, Any], twin: dict[str,
     link = f"on {paddr.text}" if col.human == parent_table.singular else f"whose {col.human} is {paddr.text}"
     day = table.column(day_col)
     verb = day.name[:-3].replace("_", " ") if day.name.endswith("_on") else f"with {day.human}"
-    if same == 2 and b.rng.random() < 0.5:
-        order = "later" if row[day_col] > twin[day_col] else "earlier"
-        text = f"the {order} of the two {noun}s {link}"
-    else:
-        on = " on" if day.name.endswith("_on") else ""
-        text = f"the {noun} {link}, the one {verb}{on} {_spoken(row[day_col])}"
     if row[day_col] == twin[day_col]:
         return None
     search = ToolCall(tool=f"search_{table.name}", args=args)
+    noted = _noted(b, table, row, twin)
+    ago = (date.fromisoformat(b.spec.brief.clock) - date.fromisoformat(row[day_col])).days
+    on = " on" if day.name.endswith("_on") else ""
+    if noted is not None and b.rng.random() < NOTE_SHARE:  # a detail from a note on it
+        author, body, read = noted
+        return f"the {noun} {link} with {author}'s note \"{body}\"", paddr.lookup + [search, read]
+    if same == 2 and b.rng.random() < 0.5:
+        order = "later" if row[day_col] > twin[day_col] else "earlier"
+        text = f"the {order} of the two {noun}s {link}"
+    elif 1 <= ago <= 6 and date.fromisoformat(twin[day_col]) != date.fromisoformat(row[day_col]):
+        text = f"the {noun} {link}, the one {verb}{on} {date.fromisoformat(row[day_col]):%A} ({ago} days ago)"
+    else:
+        text = f"the {noun} {link}, the one {verb}{on} {_spoken(row[day_col])}"
     return text, paddr.lookup + [search]
+
+
+def _noted(b: TaskBuilder, table: TableDef, row: dict[str, Any], twin: dict[str, Any]
+           ) -> tuple[str, str, ToolCall] | None:
+    """A note on the record (never on its twin) as a person recalls it: its author, its words, and the search
+    that finds it; None where notes are not about this table or the record has none of its own."""
+    if table.name != b.spec.anchor or not b.has_table("notes") or "search_notes" not in b.tools:
+        return None
+    notes = b.conn.execute("SELECT subject_id, author_id, body FROM notes WHERE subject_id IN (?, ?) ORDER BY id",
+                           (row["id"], twin["id"])).fetchall()
+    mine = [n for n in notes if n[0] == row["id"]]
+    if not mine or len(mine) != len(notes) or len({n[2] for n in mine}) != len(mine):
+        return None
+    author = b.row(b.spec.table("users"), mine[0][1]) if b.has_table("users") else None
+    if author is None:
+        return None
+    return author["full_name"], str(mine[0][2]), ToolCall(tool="search_notes", args={"subject_id": row["id"]})
 
 
 def _named(b: TaskBuilder, table: TableDef, row: dict[str, Any], twin: dict[str, Any]
