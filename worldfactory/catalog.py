@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from worldfactory.spec import Task
+from worldfactory.spec import Difficulty, Task
 
 SCHEMAS: dict[str, pa.Schema] = {
     "worlds": pa.schema([
@@ -31,6 +31,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "tasks": pa.schema([
         ("task_id", pa.string()), ("family", pa.string()), ("instruction", pa.string()),
         ("oracle_steps", pa.int32()), ("answer_type", pa.string()), ("target", pa.string()),
+        *((f"difficulty_{name}", pa.int32()) for name in Difficulty.model_fields),  # spec.Difficulty, one each
     ]),
     "costs": pa.schema([
         ("stage", pa.string()), ("cpu_seconds", pa.float64()), ("wall_seconds", pa.float64()),
@@ -115,7 +116,8 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
     _write_partition(catalog_root, "worlds", wid, [world_row])
     _write_partition(catalog_root, "tasks", wid, [
         {"task_id": t.task_id, "family": t.family, "instruction": t.instruction, "oracle_steps": len(t.oracle),
-         "answer_type": t.answer_type, "target": t.target} for t in tasks
+         "answer_type": t.answer_type, "target": t.target,
+         **{f"difficulty_{k}": v for k, v in t.difficulty.model_dump().items()}} for t in tasks
     ])
 
 

@@ -431,7 +431,7 @@ def check_row_products(path: Path, domain: DomainPack, modules: dict[str, Module
     most = most_rows(tables, scale, rule_count, domain.anchor)
     at = f"at scale {scale:g}, the largest a world of this pack gets"
     for i, t in enumerate(domain.tables):
-        if t.fill != "rules" and most[t.name] > MAX_TABLE_ROWS:
+        if not t.fill and most[t.name] > MAX_TABLE_ROWS:
             pp = t.per_parent
             how = (f"{list(pp.count)} gives up to {most[t.name]:,} rows (per_parent counts multiply down the chain)"
                    if pp is not None else f"{t.rows:,} gives {most[t.name]:,} rows")
@@ -440,7 +440,7 @@ def check_row_products(path: Path, domain: DomainPack, modules: dict[str, Module
     for field_name in ("modules", "optional_modules"):
         for i, name in enumerate(getattr(domain, field_name)):
             for t in modules[name].tables if name in modules else []:
-                if t.fill != "rules" and most[t.name] > MAX_TABLE_ROWS:
+                if not t.fill and most[t.name] > MAX_TABLE_ROWS:
                     rep.add(f"{field_name}[{i}]", f"module '{name}' table '{t.name}' gets up to {most[t.name]:,} "
                             f"rows under this pack's tables {at}; a table has at most {MAX_TABLE_ROWS:,}")
     total = world_rows_problem(most)

@@ -214,4 +214,5 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         omitted_tools=structure.omitted_tools,
         task_mix=dict(sorted(task_mix.items())) if task_mix else structure.task_mix,
         distractors=distractors,
+        twins=structure.twins,
     )

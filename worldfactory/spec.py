@@ -454,7 +454,7 @@ class TableDef(Strict):
     create_defaults: dict[str, Any] = Field(default_factory=dict)
     workflow: Workflow | None = None
     optional: bool = False
-    fill: Literal["rules"] | None = None  # filled by the engine, not by generators
+    fill: Literal["rules", "handbook"] | None = None  # filled by the engine (generate/handbook.py), not by generators
     description: str = ""
     notify: str | None = None  # a ref column: the party a record concerns, emailed at its `email` column
 
@@ -594,6 +594,8 @@ class Brief(BaseModel):
     departments: list[str]
     omitted_tools: list[str] = Field(default_factory=list)  # this variant's tool set leaves these out
     task_mix: dict[str, float] = Field(default_factory=dict)  # per family: its quota times this
+    # near-duplicate pairs seeded per kind (generate/twins.py): 0 turns distractors off, 3 is the most
+    twins: int = Field(default=2, ge=0, le=3)
     # the share of drawn person and company names that take the first word of an earlier one (a look-alike:
     # Zenith Logistics beside Zenith Textiles); a targeted brief sets it, 0 draws as before
     distractors: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -634,6 +636,19 @@ class ToolCall(BaseModel):
     args: dict[str, Any]
 
 
+class Difficulty(BaseModel):
+    """What makes a task hard, counted from its plan, so variants and diagnosis can turn each up or down."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    oracle_calls: int = 0  # calls in the oracle plan
+    distinct_tools: int = 0  # different tools it uses
+    distractors: int = 0  # near-duplicate records the agent must tell apart from its own
+    rules: int = 0  # business rules and handbook sections whose interplay decides the action
+    facts_to_ask: int = 0  # facts the instruction leaves out that the requester knows
+    records_to_discover: int = 0  # records found by search rather than named by code
+
+
 class Task(BaseModel):
     """A task as written to tasks.jsonl."""
 
@@ -645,3 +660,7 @@ class Task(BaseModel):
     answer_type: str | None = None
     target: str = ""  # the table the task is about, for reporting
     needs_search: bool = False  # its records are found by what a person knows, not by a given code or name
+    difficulty: Difficulty = Field(default_factory=Difficulty)
+    # the plan that falls for the task's trap (acts on the wrong twin, or does what the tools allow where the
+    # handbook forbids it): the verifier must fail it; empty when the task sets none
+    trap: list[ToolCall] = Field(default_factory=list)

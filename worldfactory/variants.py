@@ -3,11 +3,13 @@
 Names, clock, rule values and volumes already differ per variant. On top of that each variant gets
 a structure: which of the domain's optional modules it adds beyond its company type's (new tables,
 their tools and rules), which update tools it lacks (an agent must then make do with the workflow
-steps), and its task mix (each family's quota scaled). v001 is the full world the company type
-describes. Later variants take distinct structures: the seed type's options are numbered as bit
-masks, and a permutation drawn from the seed type's own seed hands each variant its own mask, so the
-20 variants of a seed type have 20 different (schema, tool set) pairs wherever the pack offers at
-least 20 choices. Tasks never need a left-out tool: they are drawn from the tools that exist.
+steps), its task mix (each family's quota scaled, the hard tier's discover and handbook too) and how
+many near-duplicate pairs it seeds (``twins``, 0 to 3: the distractors knob; generate/twins.py). v001
+is the full world the company type describes. Later variants take distinct structures: the seed type's
+options are numbered as bit masks, and a permutation drawn from the seed type's own seed hands each
+variant its own mask, so the 20 variants of a seed type have 20 different (schema, tool set) pairs
+wherever the pack offers at least 20 choices. Tasks never need a left-out tool: they are drawn from the
+tools that exist.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from worldfactory.spec import CompanyType, DomainPack, TableDef
 from worldfactory.templates import TemplateSet
 
 MIX_FACTORS = (0.75, 1.0, 1.25)  # a family's quota in a later variant, times one of these
-MIX_FAMILIES = ("lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline")
+# the hard families last: the earlier families' factors keep their draws
+MIX_FAMILIES = ("lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline", "discover", "handbook")
+TWIN_LEVELS = (0, 1, 2, 3)  # near-duplicate pairs per kind a later variant seeds (v001: DEFAULT_TWINS)
+DEFAULT_TWINS = 2
 MASKS_DRAWN = 256  # distinct structures drawn per seed type (variants beyond reuse them in turn)
 
 
@@ -29,6 +34,7 @@ class Variation(BaseModel):
     extra_modules: list[str] = Field(default_factory=list)
     omitted_tools: list[str] = Field(default_factory=list)
     task_mix: dict[str, float] = Field(default_factory=dict)
+    twins: int = DEFAULT_TWINS  # distractors: near-duplicate pairs per kind (generate/twins.py)
 
 
 def _update_tool(table: TableDef) -> str:
@@ -60,4 +66,5 @@ def variation(domain: DomainPack, ctype: CompanyType, templates: TemplateSet, va
         extra_modules=[modules[i] for i in chosen if i < len(modules)],
         omitted_tools=[updates[i - len(modules)] for i in chosen if i >= len(modules)],
         task_mix={f: rng.choice(MIX_FACTORS) for f in MIX_FAMILIES},
+        twins=stage_rng(seed, "variation.twins").choice(TWIN_LEVELS),  # its own stream: the mix keeps its draws
     )

@@ -309,8 +309,8 @@ def most_rows(tables: Iterable[TableDef], scale: float, rule_count: int, anchor:
     def rows(t: TableDef, depth: int = 0) -> int:
         if t.name not in most:
             pp = t.per_parent
-            if t.fill == "rules":
-                most[t.name] = rule_count
+            if t.fill:  # a handbook has a section per rule and per guarded step: at most two per rule
+                most[t.name] = rule_count if t.fill == "rules" else 2 * rule_count
             elif pp is None:
                 most[t.name] = table_rows(t, scale)
             else:
@@ -339,7 +339,7 @@ def row_bound_problems(spec: WorldSpec) -> list[str]:
     most = most_rows(spec.tables, spec.brief.scale, len(spec.rules))
     problems: list[str] = []
     for table in spec.tables:
-        if table.fill == "rules" or most[table.name] <= MAX_TABLE_ROWS:
+        if table.fill or most[table.name] <= MAX_TABLE_ROWS:
             continue
         if table.per_parent is not None:
             pp = table.per_parent
@@ -366,6 +366,8 @@ def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str
         rows: list[dict[str, Any]] = []
         if table.fill == "rules":
             rows = _rule_rows(spec)
+        elif table.fill == "handbook":
+            rows = []  # written after the rest (generate/handbook.py): it names the staff who review
         elif table.per_parent is not None:
             pp = table.per_parent
             parents = [p for p in out[pp.table] if all(p.get(k) in v for k, v in pp.where.items())]
@@ -400,6 +402,11 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
                 raise SeedDataError(f"table '{table.name}': generated rows break a constraint: {exc}") from exc
         for i, stmt in enumerate(spec.derive):
             packsql.run(conn, stmt, "derive", f"domains/{spec.brief.domain}.yaml: field 'derive[{i}]'")
+        from .handbook import seed_handbook  # both read the generated rows back
+        from .twins import seed_twins
+
+        seed_twins(spec, vocab, conn)
+        seed_handbook(spec, conn)
         conn.execute("COMMIT")
         conn.execute("VACUUM")
         return conn.serialize()

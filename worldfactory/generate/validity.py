@@ -33,7 +33,7 @@ from worldfactory.seeds import stage_rng
 from worldfactory.spec import Task, ToolCall
 
 Verify = Callable[[Episode, Any], Verdict]
-MUTANT_KINDS = ("drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer")
+MUTANT_KINDS = ("drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer", "trap")
 LONG_PLAN = 20
 
 
@@ -287,6 +287,9 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
         name = rng.choice(destructive)
         extra = ToolCall(tool=name, args=world.tools_by_name[name]["examples"]["valid"])
         out.append(Mutant(kind="destructive_call", note=f"add {name}({extra.args})", calls=[*plan, extra],
+                          answer=task.answer))
+    if task.trap:  # the plan that falls for the task's trap: the wrong twin, or what only the tools allow
+        out.append(Mutant(kind="trap", note=f"the trap ({len(task.trap)} calls)", calls=list(task.trap),
                           answer=task.answer))
     if task.answer is not None:
         wrong = _wrong_answer(task)

@@ -8,7 +8,9 @@ Families come from the spec, not from per-domain lists, so every domain pack get
 - year_end: one close-out of 1,000 calls or more (filed as bulk);
 - workflow: create and link records around an anchor record, then notify a contact;
 - retrieval: answer a question exactly (count, sum, field, list);
-- decline: a request a business rule forbids; nothing may change and the answer names the rule.
+- decline: a request a business rule forbids; nothing may change and the answer names the rule;
+- discover: a record named as people name it, beside a near-duplicate seeded on purpose (twins.py);
+- handbook: a decision the policy handbook governs, its rules interacting, not all enforced by tools.
 Each family is one module that declares its candidates, its phrases and its plan (see driver.py
 for what it declares); builder.py holds the shared context and candidate enumeration, words.py
 the shared words. Instructions name records by their human label (names, numbers), never
@@ -22,12 +24,12 @@ from collections.abc import Callable
 
 from worldfactory.spec import Task, Vocabulary, WorldSpec
 
-from . import bulk, conditional, coverage, decline, lookup_act, retrieval, sweep, workflow, year_end
+from . import bulk, conditional, coverage, decline, discover, handbook, lookup_act, retrieval, sweep, workflow, year_end
 from .builder import TaskBuilder
 from .driver import quota, run_family
 
 # The order families run in: each draws from the one seeded stream, so this order is part of the bytes.
-FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval, decline)
+FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval, decline, discover, handbook)
 TASK_FLOOR = 100  # tasks a world has before pass-band filtering (v001 of every catalog pack reaches it)
 
 

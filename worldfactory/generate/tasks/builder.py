@@ -17,7 +17,7 @@ from datetime import date, timedelta
 from typing import Any, NamedTuple
 
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
+from worldfactory.spec import ColumnDef, Difficulty, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
 
 from ..data import draw_value, fetch_dicts, open_image
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
@@ -27,6 +27,7 @@ SEARCH_MAX = 500  # the largest page a plan asks a search tool for
 ATTRIBUTE_SHARE = 0.45  # of main records named by what a person knows of them, where that names one record
 SEARCH_FLOOR = 0.34  # below this share of tasks that need a search, attributes name every record they can
 SEARCH_CHECK_AFTER = 20  # tasks made before the share is watched
+CHANGE = "change the {field} of {obj} to {value}"
 
 
 @dataclass
@@ -223,14 +224,16 @@ class TaskBuilder:
         return None
 
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
-            answer: Any = None, answer_type: str | None = None) -> bool:
+            answer: Any = None, answer_type: str | None = None, trap: list[ToolCall] | None = None,
+            distractors: int = 0, rules: int | None = None) -> bool:
         """Add a task unless its instruction repeats one or its oracle does not replay cleanly."""
         if instruction in self.instructions:
             return False
         n = sum(1 for t in self.tasks if t.family == family) + 1
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
                     answer=answer, answer_type=answer_type, target=target,
-                    needs_search=self.needs_search(target, oracle))
+                    needs_search=self.needs_search(target, oracle),
+                    difficulty=difficulty_of(oracle, self.ref_lookup_ids, distractors, rules), trap=trap or [])
         if self.validate is not None and not self.validate(task):
             return False
         self.instructions.add(instruction)
@@ -305,6 +308,43 @@ class TaskBuilder:
                 f"SELECT 1 FROM {table.name} WHERE {col.name} = ?", (value,)).fetchone()
             if not taken:
                 return value
+        return None
+
+    def update_change(self, table: TableDef, row: dict[str, Any]
+                          ) -> tuple[str, dict[str, str], list[ToolCall], dict[str, Any]] | None:
+        """A change to one updatable column: the verb's template (``{obj}`` and the words it names, filled in
+        one pass, so pack text in the words is never read as a placeholder), the lookups it needs, the arguments."""
+        col = table.column(self.rng.choice(table.update))
+        if col.enum:
+            options = [v for v in col.enum if v != row[col.name]]
+            value: Any = self.rng.choice(options)
+            return CHANGE, {"field": col.human, "value": human(value)}, [], {col.name: value}
+        if col.ref:
+            target = self.spec.table(col.ref)
+            if not (target.label and target.label in target.search):
+                return None
+            others = self.rows_except(target, row[col.name])
+            if not others:
+                return None
+            other = self.rng.choice(others)
+            lookup = ToolCall(tool=f"search_{target.name}", args={target.label: other[target.label]})
+            words = {"thing": target.singular, "name": other[target.label], "field": col.human}
+            return "make {thing} {name} the {field} of {obj}", words, [lookup], {col.name: other["id"]}
+        if col.type in ("money", "number") and row[col.name] is not None:
+            value = round(float(row[col.name]) * self.rng.choice([0.8, 0.9, 1.1, 1.25]), 2)
+            said = f"${value:,.2f}" if col.type == "money" else f"{value:g}"
+            return CHANGE, {"field": col.human, "value": said}, [], {col.name: value}
+        if col.type == "integer" and row[col.name] is not None:
+            step = max(1, round(abs(int(row[col.name])) * self.rng.choice([0.1, 0.2, 0.25])))
+            value = int(row[col.name]) + self.rng.choice([-step, step])
+            if col.minimum is not None and value < col.minimum:
+                value = int(row[col.name]) + step
+            return CHANGE, {"field": col.human, "value": value}, [], {col.name: value}
+        if col.type == "text" and not col.free_text:
+            text = self.drawn_text(table, col, dict(row))
+            if text is None or text == row[col.name]:
+                return None
+            return CHANGE, {"field": col.human, "value": text}, [], {col.name: text}
         return None
 
     def searches_short(self) -> bool:
@@ -462,6 +502,23 @@ class TaskBuilder:
             if addr is not None:
                 out.append((row, addr))
         return out
+
+
+RULE_READS = ("search_business_rules", "get_business_rule")
+HANDBOOK_READS = ("search_handbook_sections", "get_handbook_section")
+
+
+def difficulty_of(oracle: list[ToolCall], ref_lookups: set[int], distractors: int = 0,
+                  rules: int | None = None) -> Difficulty:
+    """A task's difficulty features, counted from its plan: rules are the distinct rules it reads (unless the
+    family says how many interact); records to discover are its searches for records (not for rules or
+    handbook sections, nor for a record a parameter names by its label)."""
+    read = {str(c.args.get("name") or c.args.get("topic") or c.args) for c in oracle if c.tool in RULE_READS}
+    searches = [c for c in oracle if c.tool.startswith("search_") and c.tool not in RULE_READS + HANDBOOK_READS
+                and id(c) not in ref_lookups]
+    return Difficulty(oracle_calls=len(oracle), distinct_tools=len({c.tool for c in oracle}),
+                      distractors=distractors, rules=len(read) if rules is None else rules,
+                      records_to_discover=len(searches))
 
 
 def sweep_calls(sweep: Sweep) -> list[ToolCall]:

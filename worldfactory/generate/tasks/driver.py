@@ -13,7 +13,7 @@ them, so a world's tasks are the same bytes for the same seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +33,9 @@ class Plan:
     target: str
     answer: Any = None
     answer_type: str | None = None
+    trap: list[ToolCall] = field(default_factory=list)  # the plan that falls for the task's trap (Task.trap)
+    distractors: int = 0  # near-duplicates the agent must tell apart (Difficulty.distractors)
+    rules: int | None = None  # rules whose interplay decides the action; None: counted from the plan
 
 
 @dataclass
@@ -87,5 +90,6 @@ def run_family(b: TaskBuilder, family: ModuleType, wanted: int | None = None) ->
             break
         plan = family.plan(b, candidate)
         if plan is not None:
-            made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type)
+            made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type,
+                          trap=plan.trap, distractors=plan.distractors, rules=plan.rules)
     return made

@@ -1,0 +1,162 @@
+"""The hard tier's distractors and handbook (issue 33): twins seeded on purpose, the discover and handbook
+families, the trap each task sets, difficulty features, and the scripted policies that show the gradient."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from worldfactory.catalog import SCHEMAS
+from worldfactory.generate.data import build_seed_db, open_image
+from worldfactory.generate.handbook import TABLE, handbook_rules, in_band
+from worldfactory.generate.schema import build_spec
+from worldfactory.generate.twins import find_twins
+from worldfactory.generate.validity import check_task
+from worldfactory.policies.base import run_policy
+from worldfactory.runtime.episode import Episode, Verdict
+from worldfactory.runtime.world import World
+from worldfactory.seeds import expand_seed
+from worldfactory.spec import Task, ToolCall
+from worldfactory.templates import load_templates
+from worldfactory.variants import TWIN_LEVELS, variation
+
+INSURANCE = "insurance-claims.regional--v001"
+
+
+def _family(world: World, family: str) -> list[Task]:
+    return [t for t in world.tasks.values() if t.family == family]
+
+
+def _passes(world: World, task: Task, calls: list[ToolCall]) -> bool:
+    with world.episode(task.task_id) as ep:
+        for c in calls:
+            ep.call(c.tool, c.args)
+        return ep.verify(task.answer).passed
+
+
+def test_twins_are_seeded_deterministically_and_follow_the_knob() -> None:
+    """Three kinds of pairs, the same bytes twice; brief.twins=0 seeds none and 3 seeds more than 1."""
+    templates = load_templates()
+    brief = expand_seed(INSURANCE, templates)
+    spec = build_spec(brief, templates)
+    image = build_seed_db(spec, templates.vocabulary)
+    assert image == build_seed_db(spec, templates.vocabulary)
+    pairs = find_twins(spec, open_image(image))
+    assert {p.kind for p in pairs} == {"dated", "named", "same_name"}
+    counts = {}
+    for level in (0, 1, 3):
+        other = build_spec(brief.model_copy(update={"twins": level}), templates)
+        counts[level] = len(find_twins(other, open_image(build_seed_db(other, templates.vocabulary))))
+    assert counts[0] == 0 < counts[1] < counts[3]
+    drawn = {variation(templates.domains["insurance-claims"], templates.company_types["regional"], templates, v,
+                       v).twins for v in range(2, 22)}
+    assert drawn <= set(TWIN_LEVELS) and len(drawn) > 1  # variants turn distractors up and down
+
+
+def test_discover_oracle_passes_and_the_wrong_twin_fails(worlds: dict[str, World]) -> None:
+    """Every discover task names one of a pair; its search lists both, and acting on the other one fails."""
+    world = worlds[INSURANCE]
+    tasks = _family(world, "discover")
+    assert len(tasks) >= 8
+    for task in tasks:
+        assert task.trap and task.difficulty.distractors == 1
+        assert _passes(world, task, task.oracle), task.task_id
+        assert not _passes(world, task, task.trap), task.task_id
+        search = next(c for c in task.oracle if c.tool.startswith("search_"))
+        with world.episode(task.task_id) as ep:
+            step = ep.call(search.tool, search.args)
+        assert len((step.result or {}).get("results") or []) >= 1
+
+
+def test_a_blind_verifier_lets_the_trap_through_and_validity_says_so(worlds: dict[str, World]) -> None:
+    """The trap mutant: a verifier that passes everything passes the wrong twin, and the validity check names it."""
+    world = worlds[INSURANCE]
+    task = _family(world, "discover")[0]
+
+    def blind(ep: Episode, answer: object) -> Verdict:
+        return Verdict(passed=True, reward=1.0, mismatches=[])
+
+    honest = check_task(world, task, random.Random(0))
+    assert honest.valid and any(m.kind == "trap" and not m.passed for m in honest.mutants)
+    report = check_task(world, task, random.Random(0), verify=blind)
+    assert any(p.startswith("mutant passes but differs from gold: trap") for p in report.problems)
+
+
+def test_the_handbook_states_rule_exception_and_escalation(worlds: dict[str, World]) -> None:
+    """Every guarded step with an alternative gets a section with its band and reviewer; the tools read it."""
+    world = worlds[INSURANCE]
+    with world.episode() as ep:
+        found = ep.call(f"search_{TABLE}", {"topic": "adjuster_approval_limit"}).result or {}
+        rules = handbook_rules(world.spec, ep.conn)
+    rows = found.get("results") or []
+    assert len(rows) == 1 and "Exception (no tool enforces it)" in rows[0]["body"]
+    assert "Escalation" in rows[0]["body"] and rows[0]["reviewer_id"] is not None
+    assert {r.rule for r in rules} >= {"adjuster_approval_limit"}
+
+
+def test_handbook_tasks_need_the_handbook_where_tools_allow_more(worlds: dict[str, World]) -> None:
+    """A near-limit task: the step the tool allows succeeds as a call but fails the verifier; the oracle
+    (alternative plus the reviewer's email) passes. The other cases have no trap."""
+    world = worlds[INSURANCE]
+    tasks = _family(world, "handbook")
+    near = [t for t in tasks if t.trap]
+    assert len(tasks) >= 6 and near and len(near) < len(tasks)
+    for task in near:
+        assert task.difficulty.rules == 3
+        with world.episode(task.task_id) as ep:
+            steps = [ep.call(c.tool, c.args) for c in task.trap]
+            assert all(s.error is None for s in steps), task.task_id  # no tool refuses it
+            assert not ep.verify(task.answer).passed
+        assert _passes(world, task, task.oracle)
+        assert any(c.tool == "create_email" for c in task.oracle)
+    spec = world.spec
+    with world.episode() as ep:
+        hr = next(r for r in handbook_rules(spec, ep.conn) if r.rule == "adjuster_approval_limit")
+    limit = world.brief.rules["adjuster_approval_limit"]
+    assert in_band(hr, {"amount_claimed": limit}, {"approved_amount": limit * 0.95}, world.brief.rules)
+    assert not in_band(hr, {"amount_claimed": limit}, {"approved_amount": limit * 0.5}, world.brief.rules)
+    assert not in_band(hr, {"amount_claimed": limit * 2}, {"approved_amount": limit * 1.5}, world.brief.rules)
+
+
+@pytest.mark.parametrize("wid", [INSURANCE, "litigation-firm.national--v001", "commerce-operations.startup--v001"])
+def test_scripted_policies_show_the_gradient(worlds: dict[str, World], wid: str) -> None:
+    """first_hit fails most discover tasks and passes the easy families; refusal_only fails exactly the
+    handbook tasks whose trap is what the tools allow; the oracle passes all of both."""
+    world = worlds[wid]
+    discover, handbook = _family(world, "discover"), _family(world, "handbook")
+    easy = _family(world, "lookup_act")
+
+    def rate(tasks: list[Task], policy: str) -> float:
+        return sum(run_policy(world, t.task_id, policy).verdict.passed for t in tasks) / len(tasks)
+
+    assert discover and easy
+    assert rate(discover, "oracle") == 1.0 and rate(handbook or easy, "oracle") == 1.0
+    assert rate(discover, "first_hit") <= 0.5
+    assert rate(easy, "first_hit") >= 0.9
+    for task in handbook:
+        passed = run_policy(world, task.task_id, "refusal_only").verdict.passed
+        assert passed == (not task.trap), task.task_id
+
+
+def test_difficulty_is_recorded_in_tasks_and_catalog(worlds: dict[str, World]) -> None:
+    """Each task's features are counted from its plan and have catalog columns."""
+    world = worlds[INSURANCE]
+    for task in world.tasks.values():
+        d = task.difficulty
+        assert d.oracle_calls == len(task.oracle)
+        assert d.distinct_tools == len({c.tool for c in task.oracle})
+    assert any(t.difficulty.rules >= 2 for t in world.tasks.values())
+    names = set(SCHEMAS["tasks"].names)
+    assert {f"difficulty_{k}" for k in ("oracle_calls", "distinct_tools", "distractors", "rules", "facts_to_ask",
+                                        "records_to_discover")} <= names
+
+
+def test_reading_both_twins_is_a_valid_alternative(worlds: dict[str, World]) -> None:
+    """Comparing the two candidates (reading the other twin too) before acting on the right one passes."""
+    world = worlds[INSURANCE]
+    for task in _family(world, "discover"):
+        reads = [c for c in task.trap if c.tool.startswith("get_") and c not in task.oracle]
+        if reads:
+            act = len(task.oracle) - 1
+            assert _passes(world, task, task.oracle[:act] + reads + task.oracle[act:]), task.task_id

@@ -1,0 +1,179 @@
+"""The world's policy handbook, written from its pack's rules into the ``handbook_sections`` table.
+
+Tools refuse what a guard forbids; a handbook says more, as a company's policies do: when a rule applies,
+its exceptions, and whom to tell. Each rule that guards a workflow step gets a section with three parts:
+
+- the rule (the tool enforces it): the step only when the guard holds, otherwise its alternative;
+- a near-limit exception (no tool enforces it): within ``BAND`` of the limit the step is not taken either,
+  the alternative is, as if past the limit;
+- an escalation path: each time the exception applies, the rule's reviewer (a named staff user with
+  approval rights) is emailed with a given subject.
+
+Rules no step uses get a section that states them. The handbook tasks (tasks/handbook.py) depend on the
+three parts together; read tools (search and get) come with the table, as for every table.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from worldfactory.expressions import is_expression
+from worldfactory.fill import fill
+from worldfactory.spec import Guard, TableDef, Transition, WorldSpec
+
+from .data import fetch_dicts
+from .tasks.words import a_or_an
+from .workflow import guard_holds
+
+TABLE = "handbook_sections"
+BAND = 0.1  # the near-limit band: within 10% of the limit, on the side the tool allows
+UPPER = ("<=", "<")  # a limit from above: the band lies just under it
+LOWER = (">=", ">")  # a minimum: the band lies just over it
+
+
+@dataclass(frozen=True)
+class HandbookRule:
+    """One guarded step as the handbook states it."""
+
+    rule: str
+    table: TableDef
+    step: Transition
+    alternative: Transition
+    guard: Guard
+    reviewer_id: int | None
+
+    @property
+    def title(self) -> str:
+        return f"{self.step.name.replace('_', ' ').capitalize()}: {self.rule.replace('_', ' ')}"
+
+    def subject(self, row: dict[str, Any]) -> str:
+        """The escalation email's subject for a record: by its label, or by its id where it has none."""
+        said = row[self.table.label] if self.table.label else f"#{row['id']}"
+        return f"Near-limit review: {self.table.singular} {said}"
+
+    @property
+    def subject_form(self) -> str:
+        """The subject as the handbook writes it, for any record."""
+        said = (f"<its {self.table.column(self.table.label).human}>" if self.table.label else "#<its id>")
+        return f"Near-limit review: {self.table.singular} {said}"
+
+
+def _plain_verb(t: Transition, obj: str) -> str:
+    """A step's verb without its parameters: "approve the claim", "deny the claim"."""
+    verb = re.sub(r"\s+(?:for|by|to|with|at|on|as|of|from)?\s*(?:the \w+ )?\"?\{(?!obj\})\w+\}\"?", "", t.verb)
+    return fill(verb, obj=obj).strip()
+
+
+def band(rule: HandbookRule, limit: float) -> tuple[float, float] | None:
+    """The values the exception covers: (low, high), both ends included."""
+    if rule.guard.op in UPPER:
+        return round(limit * (1 - BAND), 2), limit
+    if rule.guard.op in LOWER:
+        return limit, round(limit * (1 + BAND), 2)
+    return None
+
+
+def guard_value(rule: HandbookRule, row: dict[str, Any], args: dict[str, Any]) -> Any:
+    kind, _, name = rule.guard.field.partition(".")
+    return row.get(name) if kind == "row" else args.get(name)
+
+
+def in_band(rule: HandbookRule, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> bool:
+    """Whether the tool allows the step but the exception forbids it."""
+    limits = band(rule, rules[rule.rule])
+    value = guard_value(rule, row, args)
+    if limits is None or value is None or not guard_holds(rule.guard, row, args, rules):
+        return False
+    return limits[0] <= float(value) <= limits[1]
+
+
+def handbook_rules(spec: WorldSpec, conn: sqlite3.Connection) -> list[HandbookRule]:
+    """Every rule-guarded step with an alternative, on a labelled table, in spec order."""
+    reviewers = [r["id"] for r in fetch_dicts(
+        conn, "SELECT u.id FROM users u JOIN roles r ON r.id = u.role_id WHERE u.id > 1 AND u.active = 1 "
+        "AND r.can_approve = 1 ORDER BY u.id")] if spec.has_table("users") and spec.has_table("roles") else []
+    out: list[HandbookRule] = []
+    for table in spec.tables:
+        if not table.workflow:
+            continue
+        steps = {tr.name: tr for tr in table.workflow.transitions}
+        for tr in table.workflow.transitions:
+            alt = steps.get(tr.otherwise or "")
+            guard = next((g for g in tr.guards if g.rule), None)
+            if alt is None or guard is None or is_expression(guard.field) or guard.op not in UPPER + LOWER:
+                continue
+            reviewer = reviewers[len(out) % len(reviewers)] if reviewers else None
+            out.append(HandbookRule(guard.rule or "", table, tr, alt, guard, reviewer))
+    return out
+
+
+def _amount(table: TableDef, rule: HandbookRule, value: float) -> str:
+    name = rule.guard.field.partition(".")[2]
+    col = next((c for c in table.columns if c.name == name), None)
+    param = next((p for p in rule.step.params if p.name == name), None)
+    money = (col is not None and col.type == "money") or (param is not None and param.type == "money")
+    return f"${value:,.2f}" if money else f"{value:g}"
+
+
+def _field_words(rule: HandbookRule) -> str:
+    name = rule.guard.field.partition(".")[2]
+    col = next((c for c in rule.table.columns if c.name == name), None)
+    return col.human if col is not None else name.replace("_", " ")
+
+
+def sections(spec: WorldSpec, conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The handbook's rows: one section per guarded step, then one per rule no step uses."""
+    rules = {r.name: r for r in spec.rules}
+    rows: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for hr in handbook_rules(spec, conn):
+        rule = rules.get(hr.rule)
+        limit = spec.brief.rules.get(hr.rule)
+        if rule is None or limit is None:
+            continue
+        used.add(hr.rule)
+        obj = f"{a_or_an(hr.table.singular)} {hr.table.singular}"
+        step, alt = _plain_verb(hr.step, obj), _plain_verb(hr.alternative, "it")
+        low, high = band(hr, limit) or (limit, limit)
+        field = _field_words(hr)
+        side = "under" if hr.guard.op in UPPER else "over"
+        parts = [
+            f"Rule ({rule.label}, now {_amount(hr.table, hr, limit)}): {step} only when "
+            f"{hr.guard.says or 'the rule allows it'}; "
+            f"otherwise {alt} instead. The {hr.step.name} tool refuses a step past the limit.",
+            f"Exception (no tool enforces it): when the {field} is just {side} the {rule.label}, from "
+            f"{_amount(hr.table, hr, low)} to {_amount(hr.table, hr, high)} inclusive, do not "
+            f"{_plain_verb(hr.step, 'it')}; "
+            f"{alt} instead, as if it were past the limit.",
+        ]
+        reviewer = fetch_dicts(conn, "SELECT u.full_name, d.name AS dept FROM users u LEFT JOIN departments d "
+                                     "ON d.id = u.department_id WHERE u.id = ?", (hr.reviewer_id,)) \
+            if hr.reviewer_id is not None and spec.has_table("departments") else []
+        if reviewer:
+            who = reviewer[0]
+            parts.append(f"Escalation: each time the exception applies, email the rule's reviewer, {who['full_name']} "
+                         f"({who['dept']}), at their address on their user record, with the subject "
+                         f"\"{hr.subject_form}\" "
+                         f"and a short note. Nothing else needs a report.")
+        rows.append({"title": hr.title, "topic": hr.rule, "body": " ".join(parts), "reviewer_id": hr.reviewer_id})
+    for rule in spec.rules:
+        if rule.name in used or rule.name not in spec.brief.rules:
+            continue
+        value = spec.brief.rules[rule.name]
+        text = (f"{rule.label.capitalize()}: {value:g}." + (f" {rule.description}" if rule.description else "")
+                + " A reference value: where a tool applies it, the tool says so; it changes no decision in the "
+                "other sections of this handbook.")  # an agent must not guess it into a step (found solving blind)
+        rows.append({"title": rule.label.capitalize(), "topic": rule.name, "body": text, "reviewer_id": None})
+    return rows
+
+
+def seed_handbook(spec: WorldSpec, conn: sqlite3.Connection) -> None:
+    """Write the handbook into its table, where the world has one (inside the caller's transaction)."""
+    if not spec.has_table(TABLE):
+        return
+    for i, row in enumerate(sections(spec, conn), start=1):
+        conn.execute(f"INSERT INTO {TABLE} (id, title, topic, body, reviewer_id) VALUES (?, ?, ?, ?, ?)",
+                     (i, row["title"], row["topic"], row["body"], row["reviewer_id"]))
