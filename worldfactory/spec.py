@@ -634,3 +634,7 @@ class Task(BaseModel):
     answer_type: str | None = None
     target: str = ""  # the table the task is about, for reporting
     needs_search: bool = False  # its records are found by what a person knows, not by a given code or name
+    # Facts the instruction leaves out, by topic, that the agent gets by asking the requester (requester.py).
+    requester: dict[str, str] = Field(default_factory=dict)
+    # Calls a careless plan makes and this one must not (the guessed twin, a request policy declines): mutants.
+    declined_calls: list[ToolCall] = Field(default_factory=list)

@@ -380,6 +380,9 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
                 raise SeedDataError(f"table '{table.name}': generated rows break a constraint: {exc}") from exc
         for i, stmt in enumerate(spec.derive):
             packsql.run(conn, stmt, "derive", f"domains/{spec.brief.domain}.yaml: field 'derive[{i}]'")
+        from .inbox import seed_inbox  # the requests that arrive by email, from their own stream
+
+        seed_inbox(spec, conn)
         conn.execute("COMMIT")
         conn.execute("VACUUM")
         return conn.serialize()
