@@ -58,7 +58,8 @@ def argument_error(task: Task, args: Any) -> str | None:
     if "message" in args and "topic" not in args:
         message = args["message"]
         if not isinstance(message, str) or not message.strip() or len(message) > MESSAGE_CHARS:
-            return f"invalid arguments for {ASK_TOOL}: message: a non-empty string of at most {MESSAGE_CHARS} characters"
+            return (f"invalid arguments for {ASK_TOOL}: message: a non-empty string of at most {MESSAGE_CHARS} "
+                    f"characters")
         return None
     topic = args.get("topic")
     if not isinstance(topic, str) or "message" in args:

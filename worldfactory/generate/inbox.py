@@ -105,7 +105,8 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
         for row in fetch_dicts(conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) "
                                "ORDER BY id", tuple(tr.from_)):
             args = {p.name: task_value(p, row, rng) for p in tr.params}
-            failing = [g for g in rule_guards if not guards_hold(tr.model_copy(update={"guards": [g]}), row, args, rules)]
+            failing = [g for g in rule_guards
+                       if not guards_hold(tr.model_copy(update={"guards": [g]}), row, args, rules)]
             if failing and guards_hold(others, row, args, rules) and failing[0].rule:
                 declines.append((table, tr, row, args, failing[0].rule))
     contacts = fetch_dicts(conn, "SELECT * FROM contacts ORDER BY id")

@@ -87,7 +87,8 @@ class WorldServer(MCPServer):
 
 def build_server(world: World, episode: Episode | None = None, keep: bool | None = None) -> MCPServer:
     """An MCPServer over one episode (a fresh seed copy unless one is given); it lists the episode's tools."""
-    keep = episode is not None if keep is None else keep  # a served episode may take any number of calls: its steps are answered, not kept
+    # a served episode may take any number of calls: its steps are answered, not kept
+    keep = episode is not None if keep is None else keep
     return WorldServer(
         world, episode or world.episode(), keep,
         name=f"worldfactory-{world.world_id}",

@@ -223,14 +223,16 @@ class TaskBuilder:
         return None
 
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
-            answer: Any = None, answer_type: str | None = None) -> bool:
+            answer: Any = None, answer_type: str | None = None, requester: dict[str, str] | None = None,
+            declined_calls: list[ToolCall] | None = None) -> bool:
         """Add a task unless its instruction repeats one or its oracle does not replay cleanly."""
         if instruction in self.instructions:
             return False
         n = sum(1 for t in self.tasks if t.family == family) + 1
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
                     answer=answer, answer_type=answer_type, target=target,
-                    needs_search=self.needs_search(target, oracle))
+                    needs_search=self.needs_search(target, oracle), requester=requester or {},
+                    declined_calls=declined_calls or [])
         if self.validate is not None and not self.validate(task):
             return False
         self.instructions.add(instruction)

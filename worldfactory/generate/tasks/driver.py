@@ -13,7 +13,7 @@ them, so a world's tasks are the same bytes for the same seed.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -33,6 +33,8 @@ class Plan:
     target: str
     answer: Any = None
     answer_type: str | None = None
+    requester: dict[str, str] = field(default_factory=dict)  # facts the agent must ask for, by topic
+    declined_calls: list[ToolCall] = field(default_factory=list)  # what a careless plan does and this must not
 
 
 @dataclass
@@ -87,5 +89,6 @@ def run_family(b: TaskBuilder, family: ModuleType, wanted: int | None = None) ->
             break
         plan = family.plan(b, candidate)
         if plan is not None:
-            made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type)
+            made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type,
+                          requester=plan.requester, declined_calls=plan.declined_calls)
     return made
