@@ -154,11 +154,12 @@ def add_parser(sub: Any) -> None:
     r = es.add_parser("run", help="play a policy on worlds as a run of its own (resumes an unfinished one)")
     r.add_argument("worlds", nargs="+", metavar="WORLD")
     _policy_args(r, default="noisy")
+    from worldfactory.policies.careless import CARELESS
     from worldfactory.policies.weak import WEAK
 
     for action in r._actions:  # and the scripted weak policies, which only evaluation runs offer
         if action.dest == "policy" and action.choices is not None:
-            action.choices = [*action.choices, *WEAK]
+            action.choices = [*action.choices, *WEAK, *CARELESS]
     r.add_argument("-k", type=int, default=4, help="episodes per task (default 4)")
     r.add_argument("--tasks", help="comma-separated task IDs (default: every task)")
     r.add_argument("--seed", type=int, default=0, help="0: the build's episode seeds; another draws others")
