@@ -70,10 +70,11 @@ def test_inbox_tasks_are_proven(world: World) -> None:
     for task in _inbox(world):
         report = check_task(world, task, rng)
         assert report.oracle_passes and report.null_fails and not report.problems, report.problems
-        ignored = [m for m in report.mutants if m.kind == "ignore_decline"]
-        assert all(not m.passed for m in ignored)
-        declined += bool(ignored)
-        assert run_policy(world, task.task_id, "ignores_declines").verdict.passed is not bool(ignored)
+        # caught, or (a request whose tool refuses it, and no note to show it was tried) the same end state
+        caught = [m for m in report.mutants if m.kind == "ignore_decline" and not m.equivalent]
+        assert all(not m.passed for m in caught)
+        declined += bool(caught)
+        assert run_policy(world, task.task_id, "ignores_declines").verdict.passed is not bool(caught)
         per_email = _per_email(task.oracle)
         assert _solve(world, task, [c for block in reversed(per_email) for c in block])  # another order
         reworded = [ToolCall(tool=c.tool, args={**c.args, "body": "Handled, see the record."})

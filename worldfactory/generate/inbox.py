@@ -114,6 +114,9 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
         return []
     rng.shuffle(acts)
     rng.shuffle(declines)
+    # Declines on the anchor first (in their shuffled order): a careless agent notes what it did on an anchor
+    # record, so ignoring the rule shows in the end state; elsewhere the tool's refusal leaves nothing.
+    declines.sort(key=lambda d: d[0].name != anchor.name)
     rng.shuffle(contacts)
     today = date.fromisoformat(spec.brief.clock)
     used: set[tuple[str, int]] = set()
