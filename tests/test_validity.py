@@ -19,7 +19,7 @@ from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World
 from worldfactory.seeds import stage_rng
 
-FAMILIES = {"lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline"}
+FAMILIES = {"lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline", "ask", "inbox"}
 
 
 def test_a_tampered_gold_fails_the_verifier_proof(world: World) -> None:
@@ -41,7 +41,8 @@ def test_a_tampered_gold_fails_the_verifier_proof(world: World) -> None:
 def test_the_report_covers_every_mutant_kind(world: World) -> None:
     rows = [json.loads(line) for line in world.files["verifier_report.jsonl"].decode().splitlines()]
     kinds = {m["kind"] for r in rows for m in r["mutant_results"]}
-    assert kinds == {"drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer"}
+    assert kinds == {"drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer", "guess",
+                     "ignore_decline"}
     assert sum(r["caught"] for r in rows) >= 3 * len(rows)  # several non-equivalent mutants per task
     assert sum(r["reorder_passes"] is True for r in rows) >= 10
 

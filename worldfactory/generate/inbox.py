@@ -143,7 +143,7 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
             verb = render_verb(tr, f"{table.singular} {label}", args)
             if kind == "duplicate":
                 subject = f"Following up: {verb}"
-                body = (f"Hello,\n\nI wrote a few days ago and have not heard back: could you please {verb}? "
+                body = (f"Hello,\n\nI wrote earlier and have not heard back: could you please {verb}? "
                         f"If it is already done, just let me know.\n\n{name}")
             else:
                 subject = f"Request: {verb}"
