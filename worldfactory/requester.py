@@ -13,6 +13,7 @@ verifier grades the end state, whatever was said).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 from worldfactory.spec import Task
@@ -95,10 +96,9 @@ class ScriptedRequester:
         return fact if fact is not None else DECLINE.format(topics=", ".join(sorted(self.facts)) or "nothing")
 
     def reply(self, message: str) -> str:
-        """A free-form message: the facts whose topic it names (its words, in any case), else a decline."""
-        said = message.lower().replace("_", " ")
-        hits = [t for t in sorted(self.facts) if t.replace("_", " ") in said
-                or all(w in said for w in t.split("_") if len(w) > 3)]
+        """A free-form message: the facts whose topic it names (a word of it: "amount", "claim"), else a decline."""
+        said = set(re.findall(r"[a-z]+", message.lower()))
+        hits = [t for t in sorted(self.facts) if said & {w for w in t.split("_") if len(w) > 3 and w != "which"}]
         if not hits:
             return self.answer("")
         return " ".join(self.facts[t] for t in hits)
