@@ -84,6 +84,7 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
         return []
     rng = stage_rng(spec.brief.generation_seed, "inbox")
     rules = spec.brief.rules
+    names = {t.name for t in spec.tables}
     anchor = spec.table(spec.anchor)
     acts: list[tuple[TableDef, Transition, dict[str, Any], dict[str, Any]]] = []
     declines: list[tuple[TableDef, Transition, dict[str, Any], dict[str, Any], str]] = []
@@ -119,6 +120,12 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     declines.sort(key=lambda d: d[0].name != anchor.name)
     rng.shuffle(contacts)
     today = date.fromisoformat(spec.brief.clock)
+    actor = fetch_dicts(conn, "SELECT * FROM users WHERE id = ?", (ACTOR_ID,)) if "users" in names else []
+    # An email comes after the records it refers to (the realism audit): its contact's and its user's dates.
+    after = _latest(spec.table("users"), actor[0]) if actor else None
+    if after is not None and after >= today.isoformat():
+        return []
+    contacts = [c for c in contacts if (_latest(spec.table("contacts"), c) or "") < today.isoformat()]
     used: set[tuple[str, int]] = set()
     groups: list[Group] = []
     for i in range(GROUPS):
@@ -128,6 +135,8 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
         group = Group(contact=contacts[i])
         name = str(contacts[i].get("full_name") or "")
         day = today - timedelta(days=rng.randint(2, 6))
+        floor = max(d for d in (after, _latest(spec.table("contacts"), contacts[i]), "") if d is not None)
+        day = max(day, date.fromisoformat(floor)) if floor else day
         wanted: list[tuple[Kind, Any]] = [("act", act)]
         if i % DECLINE_EVERY == 0:
             decline = next((d for d in declines if (d[0].name, d[2]["id"]) not in used
@@ -154,6 +163,12 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
             day = min(today, day + timedelta(days=1))
         groups.append(group)
     return groups
+
+
+def _latest(table: TableDef, row: dict[str, Any]) -> str | None:
+    """The row's latest date (ISO text compares in date order), or None."""
+    days = [str(row[c.name]) for c in table.columns if c.type == "date" and row.get(c.name)]
+    return max(days) if days else None
 
 
 def seed_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> int:
