@@ -35,7 +35,7 @@ def world(worlds: dict[str, World]) -> World:
 
 def _sample(world: World) -> list[Task]:
     """A task of each kind an alternative is made for."""
-    want = [lambda t: t.answer_type == "list", lambda t: t.answer_type == "reason",
+    want = [lambda t: t.answer_type == "list" and len(t.answer) > 1, lambda t: t.answer_type == "reason",
             lambda t: t.answer_type == "number",
             lambda t: any(c.tool == "create_email" and c.args.get("contact_id") for c in t.oracle)]
     return [next(t for t in world.tasks.values() if ok(t)) for ok in want]

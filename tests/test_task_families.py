@@ -14,7 +14,8 @@ from worldfactory.generate.tasks.driver import FAMILY_DECLARES, Pools, Stream, d
 PACKAGE = Path(tasks.__file__).parent
 SHARED = {"__init__", "builder", "driver", "words"}
 PASSES = {"coverage"}  # run after the families; may plan with a family's own plan()
-TASK_FAMILIES = {"lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline", "discover", "handbook"}
+TASK_FAMILIES = {"lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline", "discover",
+                 "handbook", "ask", "inbox"}
 
 
 def test_every_family_declares_what_the_driver_needs() -> None:

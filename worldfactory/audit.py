@@ -199,7 +199,7 @@ def audit_oracle_ends(bundle: Path) -> AuditReport:
     checked = 0
     found: list[Violation] = []
     for task_id, task in sorted(world.tasks.items()):
-        with world.episode() as ep:
+        with world.episode(task_id) as ep:  # its own episode: an ask task's requester answers
             for call in task.oracle:
                 if not ep.call(call.tool, call.args).ok:
                     break

@@ -481,7 +481,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         token = control_token(lambda t: ERR.print(f"control plane token: {t}", markup=False, highlight=False))
     if options is not None and args.listen_fd is None:
         ERR.print(_serving_line(world.world_id, args.port, options), markup=False, highlight=False)
-    serve(world, args.transport, args.port, fd=args.listen_fd, token=token, options=options)
+    if args.task is not None:  # stdio: one episode of this task (its requester, if any, is a tool)
+        if args.transport != "stdio":
+            ERR.print("error: serve: --task is for stdio; over HTTP the control plane starts episodes for tasks",
+                      markup=False, highlight=False)
+            return 2
+        world.task(args.task)
+    serve(world, args.transport, args.port, fd=args.listen_fd, token=token, options=options, task_id=args.task)
     return 0
 
 
@@ -524,6 +530,8 @@ def _serve_confined(args: argparse.Namespace, path: Path, options: Any) -> int:
     from worldfactory import confine
 
     argv = ["serve", str(path.resolve()), "--transport", args.transport] + (["--no-verify"] if args.no_verify else [])
+    if args.task is not None:
+        argv += ["--task", args.task]
     if args.transport != "http":
         return confine.exec_confined(argv)
     from worldfactory.runtime.control import control_token
@@ -947,6 +955,8 @@ def parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="serve a world's tools over MCP")
     sv.add_argument("world", metavar="WORLD")
     sv.add_argument("--transport", default="stdio", choices=["stdio", "http"])
+    sv.add_argument("--task", metavar="TASK_ID", help="stdio: serve one episode of this task (its instruction is "
+                                                      "the harness's to give; ask_requester is listed if it has one)")
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=SERVE_PORT, help="http: the port (not 8000, where model servers "
                                                                   "such as vLLM listen)")

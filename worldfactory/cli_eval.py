@@ -193,12 +193,15 @@ def cmd_target(args: argparse.Namespace) -> int:
 
 
 def offer_weak(p: argparse.ArgumentParser) -> None:
-    """The scripted weak policies among --policy's choices: evaluation runs (eval run, rollouts) offer them."""
+    """The scripted weak policies among --policy's choices (the diagnosis's, the hard tier's and the careless
+    ones): evaluation runs (eval run, rollouts) offer them."""
+    from worldfactory.policies.careless import CARELESS
+    from worldfactory.policies.hard import HARD
     from worldfactory.policies.weak import WEAK
 
     for action in p._actions:
         if action.dest == "policy" and action.choices is not None:
-            action.choices = [*action.choices, *WEAK]
+            action.choices = [*action.choices, *WEAK, *HARD, *CARELESS]
 
 
 def add_parser(sub: Any) -> None:

@@ -575,6 +575,21 @@ class RemoteEpisode:
         self.trace: list[Any] = []
         self._handle = world._worker.request("episode_open", world=world._key, task_id=task_id)
         self.closed = False
+        from worldfactory import requester as req
+
+        # The requester answers in the worker (scripted: a model cannot be reached from there); this one marks it.
+        self.requester = req.ScriptedRequester(self.task) if self.task is not None and self.task.requester else None
+
+    def tool_entries(self) -> list[dict[str, Any]]:
+        """The episode's tools: the world's, and ask_requester where the task has a requester."""
+        from worldfactory import requester as req
+
+        extra = [req.ask_tool_entry(self.task)] if self.requester is not None and self.task is not None else []
+        return [*self.world.tool_manifest, *extra]
+
+    def ask(self, message: str) -> Any:
+        """The trainer's channel to the requester, as Episode.ask."""
+        return self.call("ask_requester", {"message": message})
 
     def call(self, tool: str, args: dict[str, Any] | None = None) -> Any:
         from worldfactory.runtime.episode import Step

@@ -81,8 +81,16 @@ class _Local:
         self.close()
         task_id = task_id or draw_task(list(self.world.tasks), self.curated, seed)
         self.episode = self.world.episode(task_id)
+        tools = self.tools if self.episode.task is None or not self.episode.task.requester else [
+            {"name": t["name"], "description": t["description"], "input_schema": t["input_schema"],
+             "annotations": t.get("annotations", {})} for t in self.episode.tool_entries()]
         return {"episode_id": None, "task_id": task_id, "instruction": self.world.task(task_id).instruction,
-                "tools": self.tools}
+                "tools": tools}
+
+    def ask(self, message: str) -> dict[str, Any]:
+        step = self.episode.ask(message)
+        self.episode.trace.clear()
+        return {"ok": step.ok, "reply": (step.result or {}).get("answer"), "error": step.error}
 
     def step(self, name: str, args: Any) -> dict[str, Any]:
         step = self.episode.call(name, args)
@@ -170,11 +178,23 @@ class _Remote(_RemoteBase):
         init = self.http.post(self.mcp_url, json=self._rpc("initialize", self._initialize_params()))
         self._checked(init)
         self.session = init.headers["mcp-session-id"]
-        if not self.tools:
-            self.tools = self._tools(self._checked(self.http.post(self.mcp_url, json=self._rpc("tools/list", {}),
-                                                                  headers=self._mcp_headers())))
+        asks = bool(made.get("requester_topics"))  # its tool list has ask_requester: listed for this episode
+        if not self.tools or asks:
+            tools = self._tools(self._checked(self.http.post(self.mcp_url, json=self._rpc("tools/list", {}),
+                                                             headers=self._mcp_headers())))
+            if not asks:
+                self.tools = tools
+        else:
+            tools = self.tools
         return {"episode_id": self.episode_id, "task_id": task_id, "instruction": made["instruction"],
-                "tools": self.tools}
+                "tools": tools}
+
+    def ask(self, message: str) -> dict[str, Any]:
+        r = self.http.post(f"/control/episodes/{self.episode_id}/messages", json={"message": message},
+                           headers=self.control_headers)
+        if r.status_code != 200:
+            return {"ok": False, "reply": None, "error": str((r.json() if r.content else {}).get("error", r.text))}
+        return {"ok": True, "reply": r.json()["reply"], "error": None}
 
     def step(self, name: str, args: Any) -> dict[str, Any]:
         r = self.http.post(self.mcp_url, json=self._rpc("tools/call", {"name": name, "arguments": args}),
@@ -213,12 +233,17 @@ class _AsyncRemote(_RemoteBase):
         init = await self.http.post(self.mcp_url, json=self._rpc("initialize", self._initialize_params()))
         self._checked(init)
         self.session = init.headers["mcp-session-id"]
-        if not self.tools:
+        asks = bool(made.get("requester_topics"))  # its tool list has ask_requester: listed for this episode
+        if not self.tools or asks:
             body = self._checked(await self.http.post(self.mcp_url, json=self._rpc("tools/list", {}),
                                                       headers=self._mcp_headers()))
-            self.tools = self._tools(body)
+            tools = self._tools(body)
+            if not asks:
+                self.tools = tools
+        else:
+            tools = self.tools
         return {"episode_id": self.episode_id, "task_id": task_id, "instruction": made["instruction"],
-                "tools": self.tools}
+                "tools": tools}
 
     async def step(self, name: str, args: Any) -> dict[str, Any]:
         r = await self.http.post(self.mcp_url, json=self._rpc("tools/call", {"name": name, "arguments": args}),
@@ -264,6 +289,13 @@ class WorldEnv:
         if self.task_id is None:
             raise RuntimeError("call reset() first")
         return self._impl.step(*parse_tool_call(tool_call))
+
+    def ask(self, message: str) -> dict[str, Any]:
+        """The trainer's channel to the task's requester: the agent's words, and {"ok", "reply", "error"}.
+        Answered from the task's hidden facts (requester.py); kept in the trace as an ask_requester call."""
+        if self.task_id is None:
+            raise RuntimeError("call reset() first")
+        return self._impl.ask(message)
 
     def verify(self, answer: Any = None) -> float:
         """The episode's reward from the world's verifier (1.0 or 0.0); self.verdict has the details."""

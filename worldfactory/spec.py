@@ -664,3 +664,7 @@ class Task(BaseModel):
     # the plan that falls for the task's trap (acts on the wrong twin, or does what the tools allow where the
     # handbook forbids it): the verifier must fail it; empty when the task sets none
     trap: list[ToolCall] = Field(default_factory=list)
+    # Facts the instruction leaves out, by topic, that the agent gets by asking the requester (requester.py).
+    requester: dict[str, str] = Field(default_factory=dict)
+    # Calls a careless plan makes and this one must not (the guessed twin, a request policy declines): mutants.
+    declined_calls: list[ToolCall] = Field(default_factory=list)

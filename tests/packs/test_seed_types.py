@@ -3,8 +3,8 @@ by `make test`: a full build of one world per pack (every company type in turn),
 stages (brief, schema, seed data with its invariants) of v001 of every seed type.
 
 Each full build must reach the floors a world is for: 20 tables, 2,000 rows, 37 tools, 100 tasks in
-the six base families (discover and handbook beside them where the pack allows), a task of 1,000 calls
-or more, every task's oracle passing and doing nothing failing,
+the six base families (discover and handbook beside them where the pack allows, and the hard tier's ask
+and inbox), a task of 1,000 calls or more, every task's oracle passing and doing nothing failing,
 every mutant caught, at least 95% of the write tools used by some task, and at least 30% of the tasks
 naming their main record by what a person knows of it (the agent must search)."""
 

@@ -49,6 +49,7 @@ from openenv.core.env_server.types import Action, EnvironmentMetadata, Observati
 from openenv.core.mcp_client import MCPToolClient
 
 from worldfactory.env import _curated_ids, draw_task
+from worldfactory.requester import ASK_TOOL, ask_tool_entry
 
 SUBMIT = "submit_answer"
 SUBMIT_TOOL = Tool(name=SUBMIT, description=(
@@ -98,7 +99,7 @@ class WorldOpenEnv(Environment):
 
     def step(self, action: Action, timeout_s: float | None = None, **kwargs: Any) -> Observation:
         if isinstance(action, ListToolsAction):
-            return ListToolsObservation(tools=self.tools, done=self._state.done)
+            return ListToolsObservation(tools=self._episode_tools(), done=self._state.done)
         if not isinstance(action, CallToolAction):
             raise ValueError(f"unsupported action {type(action).__name__}: use list_tools or call_tool")
         name = action.tool_name
@@ -113,7 +114,7 @@ class WorldOpenEnv(Environment):
             mismatches = [m.model_dump(mode="json") for m in verdict.mismatches]
             return CallToolObservation(tool_name=name, done=True, reward=float(verdict.reward), result={
                 "passed": verdict.passed, "reward": verdict.reward, "mismatches": mismatches})
-        if name not in self.world.tools_by_name:
+        if name not in self.world.tools_by_name and not (name == ASK_TOOL and self.episode.requester is not None):
             return CallToolObservation(tool_name=name, reward=0.0, error=ToolError(
                 error_type=ToolErrorType.TOOL_NOT_FOUND, message=f"no tool '{name}' in this world"))
         step = self.episode.call(name, action.arguments)
@@ -121,6 +122,14 @@ class WorldOpenEnv(Environment):
         if not step.ok:  # a refused or failed call changes nothing; the agent reads why
             return CallToolObservation(tool_name=name, result={"error": step.error}, reward=0.0)
         return CallToolObservation(tool_name=name, result=step.result, reward=0.0)
+
+    def _episode_tools(self) -> list[Tool]:
+        """The world's tools, and ask_requester while the episode's task has a requester (its topics an enum)."""
+        if self.episode is None or self.episode.requester is None:
+            return self.tools
+        ask = ask_tool_entry(self.episode.task)
+        return [*self.tools[:-1], Tool(name=ask["name"], description=ask["description"],
+                                       input_schema=ask["input_schema"]), self.tools[-1]]
 
     @property
     def state(self) -> WorldState:

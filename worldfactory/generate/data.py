@@ -402,11 +402,13 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
                 raise SeedDataError(f"table '{table.name}': generated rows break a constraint: {exc}") from exc
         for i, stmt in enumerate(spec.derive):
             packsql.run(conn, stmt, "derive", f"domains/{spec.brief.domain}.yaml: field 'derive[{i}]'")
-        from .handbook import seed_handbook  # both read the generated rows back
+        from .handbook import seed_handbook  # these read the generated rows back
+        from .inbox import seed_inbox
         from .twins import seed_twins
 
         seed_twins(spec, vocab, conn)
         seed_handbook(spec, conn)
+        seed_inbox(spec, conn)  # the requests that arrive by email, from their own stream
         conn.execute("COMMIT")
         conn.execute("VACUUM")
         return conn.serialize()

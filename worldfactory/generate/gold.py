@@ -13,6 +13,8 @@ import json
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from worldfactory.requester import ASK_TOOL
+from worldfactory.requester import argument_error as ask_error
 from worldfactory.runtime.world import World
 from worldfactory.spec import Task
 
@@ -42,6 +44,12 @@ def run_oracle(world: World, task: Task) -> OracleOutcome:
     failure = ""
     with world.episode() as ep:
         for i, call in enumerate(task.oracle):
+            if call.tool == ASK_TOOL and task.requester:  # asking changes nothing; the topic must be the task's
+                error = ask_error(task, call.args)
+                if error is not None:
+                    failure = f"oracle step {i} ({call.tool}) fails: {error}"
+                    break
+                continue
             res = ep.call(call.tool, call.args)
             if not res.ok:
                 failure = f"oracle step {i} ({call.tool}) fails: {res.error}"

@@ -25,6 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from worldfactory.generate.careless import careless_plans
 from worldfactory.runtime.answers import answers_match
 from worldfactory.runtime.diff import TableNorm
 from worldfactory.runtime.episode import Episode, Verdict
@@ -33,7 +34,8 @@ from worldfactory.seeds import stage_rng
 from worldfactory.spec import Task, ToolCall
 
 Verify = Callable[[Episode, Any], Verdict]
-MUTANT_KINDS = ("drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer", "trap")
+MUTANT_KINDS = ("drop_step", "change_argument", "wrong_record", "destructive_call", "wrong_answer", "trap", "guess",
+                "ignore_decline")
 LONG_PLAN = 20
 
 
@@ -221,7 +223,8 @@ class OracleRun:
 
 
 def _is_write(world: World, call: ToolCall) -> bool:
-    return not world.tools_by_name[call.tool]["annotations"]["read_only_hint"]
+    spec = world.tools_by_name.get(call.tool)  # ask_requester is the episode's, not the world's: a read
+    return spec is not None and not spec["annotations"]["read_only_hint"]
 
 
 def _id_arg(world: World, call: ToolCall) -> str | None:
@@ -291,6 +294,8 @@ def mutants_for(world: World, task: Task, rng: random.Random) -> list[Mutant]:
     if task.trap:  # the plan that falls for the task's trap: the wrong twin, or what only the tools allow
         out.append(Mutant(kind="trap", note=f"the trap ({len(task.trap)} calls)", calls=list(task.trap),
                           answer=task.answer))
+    for kind, note, calls in careless_plans(task):  # the hard tier: acting on a guess, ignoring a decline
+        out.append(Mutant(kind=kind, note=note, calls=calls, answer=task.answer))
     if task.answer is not None:
         wrong = _wrong_answer(task)
         out.append(Mutant(kind="wrong_answer", note=f"answer {wrong!r}", calls=list(plan), answer=wrong))

@@ -48,6 +48,7 @@ class EpisodeResult(BaseModel):
 
 
 def policy_named(name: str, error_rate: float = 0.1) -> Policy:
+    from worldfactory.policies.careless import CARELESS
     from worldfactory.policies.hard import HARD
     from worldfactory.policies.synthetic import noisy_policy, random_policy
     from worldfactory.policies.weak import WEAK
@@ -59,6 +60,7 @@ def policy_named(name: str, error_rate: float = 0.1) -> Policy:
         "noisy": noisy_policy(error_rate),
         **WEAK,
         **HARD,
+        **CARELESS,
     }
     try:
         return table[name]

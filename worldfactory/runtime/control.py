@@ -6,6 +6,7 @@ Routes (one Starlette app, served by uvicorn):
     POST|DELETE /episodes/<id>/mcp           MCP bound to one control-plane episode (tools only)
     POST   /control/episodes                 {"task_id": ...} or {} -> 201 {episode_id, instruction, mcp_url}
     POST   /control/episodes/<id>/verify     {"answer": ...} -> {passed, reward, mismatches}
+    POST   /control/episodes/<id>/messages   {"message": ...} -> {"reply"}: the trainer's channel to the requester
     POST   /control/episodes/<id>/reset      back to the seed, same task and id
     GET    /control/episodes/<id>/trace      JSON lines, replayable by `worldfactory replay`
     DELETE /control/episodes/<id>            204
@@ -121,8 +122,10 @@ def _curated(world: World) -> list[str]:
 
 
 def _episode_view(served: Any) -> dict[str, Any]:
+    from worldfactory.requester import topics
+
     return {"episode_id": served.id, "instruction": served.instruction, "mcp_url": f"/episodes/{served.id}/mcp",
-            "task_id": served.task_id}
+            "task_id": served.task_id, "requester_topics": topics(served.episode.task)}
 
 
 def _full(exc: Full) -> JSONResponse:
@@ -213,6 +216,25 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
         return JSONResponse({"passed": verdict.passed, "reward": verdict.reward,
                              "mismatches": [m.model_dump(mode="json") for m in verdict.mismatches]})
 
+    async def message(request: Request) -> Response:
+        """The trainer's channel: the agent's words to the requester, answered from the task's hidden facts
+        (requester.py) and kept in the trace as an ask call, as the agent's own ask_requester call is."""
+        body = await _json_body(request)
+        if isinstance(body, Response):
+            return body
+        served = lookup(request)
+        if served is None:
+            return _err(404, "no such episode (it was deleted or it expired)")
+        if served.episode.requester is None:
+            return _err(409, "this episode's task has no requester to message")
+        text = body.get("message")
+        if not isinstance(text, str) or not text.strip():
+            return _err(400, "message must be a non-empty string")
+        step = store.call(served, "ask_requester", {"message": text})
+        if not step.ok:
+            return _err(400, step.error or "the message was refused")
+        return JSONResponse({"reply": (step.result or {}).get("answer", "")})
+
     async def reset(request: Request) -> Response:
         served = store.reset(request.path_params["episode_id"])
         if served is None:
@@ -263,6 +285,7 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
         Route("/episodes/{episode_id}/mcp", mcp_bound, methods=["GET", "POST", "DELETE"]),
         Route("/control/episodes", guarded(create), methods=["POST"]),
         Route("/control/episodes/{episode_id}/verify", guarded(verify), methods=["POST"]),
+        Route("/control/episodes/{episode_id}/messages", guarded(message), methods=["POST"]),
         Route("/control/episodes/{episode_id}/reset", guarded(reset), methods=["POST"]),
         Route("/control/episodes/{episode_id}/trace", guarded(trace), methods=["GET"]),
         Route("/control/episodes/{episode_id}", guarded(delete), methods=["DELETE"]),

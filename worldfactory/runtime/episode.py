@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, PrivateAttr
 
+from worldfactory import requester as req
 from worldfactory.runtime.answers import answers_match, normalize_answer
 from worldfactory.runtime.connections import tables_written
 from worldfactory.runtime.diff import CHANGES_TABLE, Mismatch, compare, digest, same_diff
@@ -150,6 +151,19 @@ class Episode:
         self._db = ToolDB(self.conn, world.clock)
         self._json = CanonicalJSON()
         self.closed = False
+        # The task's requester, when it has facts to give (requester.py); a harness may swap in a ModelRequester.
+        self.requester: req.Requester | None = req.ScriptedRequester(task) if task is not None and task.requester \
+            else None
+
+    def tool_entries(self) -> list[dict[str, Any]]:
+        """The tools this episode offers, as tools.json declares them: the world's, and ask_requester where
+        the task has a requester (its topics as an enum)."""
+        extra = [req.ask_tool_entry(self.task)] if self.requester is not None and self.task is not None else []
+        return [*self.world.tool_manifest, *extra]
+
+    def ask(self, message: str) -> Step:
+        """The trainer's channel: a free-form message to the requester, kept in the trace as an ask call."""
+        return self.call(req.ASK_TOOL, {"message": message})
 
     @property
     def written(self) -> set[str]:
@@ -178,6 +192,8 @@ class Episode:
         if self.closed:
             return None, "this episode is closed; start a new one", "null"
         fn = self.world.functions.get(tool)
+        if fn is None and tool == req.ASK_TOOL and self.requester is not None and self.task is not None:
+            return self._ask(args)
         if fn is None:
             name = short(str(tool), QUOTE_CHARS)
             return None, f"unknown tool {name!r}; list the tools to see what this world offers", "null"
@@ -204,6 +220,20 @@ class Episode:
             session.run(session.release)
         if self._json.converted or not isinstance(out, dict):  # values JSON cannot hold: the client sees them as text
             out = json.loads(text)
+        return out, None, text
+
+    def _ask(self, args: Any) -> tuple[dict[str, Any] | None, str | None, str]:
+        """An ask call: no database, no savepoint; the answer or the argument error."""
+        assert self.task is not None and self.requester is not None
+        error = req.argument_error(self.task, args)
+        if error is not None:
+            return None, error, "null"
+        try:
+            out = req.ask(self.requester, args)
+        except Exception as exc:  # a model-backed requester that cannot be reached changes nothing
+            return None, short(f"{req.ASK_TOOL} failed: {type(exc).__name__}: {exc}"), "null"
+        with self._lock:
+            text = self._json(out)
         return out, None, text
 
     def _undo(self) -> None:

@@ -67,6 +67,14 @@ class McpEndpoint:
         self._instructions = instructions(world)
         self._bound: dict[str, str] = {}  # MCP session id -> episode id, for /episodes/<id>/mcp
 
+    def _tools_of(self, served: Served) -> dict[str, Any]:
+        """The episode's tool list: the world's, plus ask_requester where its task has a requester."""
+        if served.episode.requester is None:
+            return self._tools_result
+        entries = served.episode.tool_entries()
+        return {"tools": [t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                          for t in mcp_tools(self.store.world, entries)]}
+
     # --- sessions ---------------------------------------------------------------------------------
 
     def _served(self, mcp_session: str | None, episode_id: str | None) -> Served | None:
@@ -153,7 +161,7 @@ class McpEndpoint:
         if method == "tools/call":
             return self._call(id_, served, params)
         if method == "tools/list":
-            return _json({"jsonrpc": "2.0", "id": id_, "result": self._tools_result})
+            return _json({"jsonrpc": "2.0", "id": id_, "result": self._tools_of(served)})
         if method == "ping":
             return _json({"jsonrpc": "2.0", "id": id_, "result": {}})
         return _error(id_, METHOD_NOT_FOUND, f"method not found: {str(method)[:60]}")

@@ -41,10 +41,11 @@ def call_result(step: Step) -> CallToolResult:
     return CallToolResult(content=text, structured_content=structured)
 
 
-def mcp_tools(world: World) -> list[MCPTool]:
-    """The world's tools as tools.json declares them (its input_schema verbatim)."""
+def mcp_tools(world: World, entries: list[dict[str, Any]] | None = None) -> list[MCPTool]:
+    """The world's tools as tools.json declares them (its input_schema verbatim); `entries`: an episode's
+    own list (Episode.tool_entries: the world's, plus ask_requester where its task has a requester)."""
     out = []
-    for entry in world.tool_manifest:
+    for entry in world.tool_manifest if entries is None else entries:
         ann = entry["annotations"]
         out.append(MCPTool(
             name=entry["name"], description=entry["description"], input_schema=entry["input_schema"],
@@ -67,13 +68,14 @@ class WorldServer(MCPServer):
         self._world = world
         self._episode = episode
         self._keep = keep
-        self._tools = mcp_tools(world)
+        self._entries = {e["name"]: e for e in episode.tool_entries()}
+        self._tools = mcp_tools(world, list(self._entries.values()))
 
     async def list_tools(self) -> list[MCPTool]:
         return list(self._tools)
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        entry = self._world.tools_by_name.get(name)
+        entry = self._entries.get(name)
         return None if entry is None else entry["input_schema"]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
@@ -83,9 +85,10 @@ class WorldServer(MCPServer):
         return call_result(step)
 
 
-def build_server(world: World, episode: Episode | None = None) -> MCPServer:
-    """An MCPServer over one episode (a fresh seed copy unless one is given)."""
-    keep = episode is not None  # a served episode may take any number of calls: its steps are answered, not kept
+def build_server(world: World, episode: Episode | None = None, keep: bool | None = None) -> MCPServer:
+    """An MCPServer over one episode (a fresh seed copy unless one is given); it lists the episode's tools."""
+    # a served episode may take any number of calls: its steps are answered, not kept
+    keep = episode is not None if keep is None else keep
     return WorldServer(
         world, episode or world.episode(), keep,
         name=f"worldfactory-{world.world_id}",
@@ -97,14 +100,14 @@ def build_server(world: World, episode: Episode | None = None) -> MCPServer:
 
 
 def serve(world: World, transport: str = "stdio", port: int = 8000, fd: int | None = None,
-          token: str | None = None, options: Any = None) -> None:
+          token: str | None = None, options: Any = None, task_id: str | None = None) -> None:
     """Serve the world over stdio (one episode) or streamable HTTP (loopback by default).
 
     Over HTTP every MCP session is its own episode and a token-protected control plane runs on
     the same server (worldfactory.runtime.control); `options` is its ServeOptions (bounds, hosts).
     """
     if transport == "stdio":
-        build_server(world).run("stdio")
+        build_server(world, world.episode(task_id) if task_id else None, keep=False).run("stdio")
         return
     if transport != "http":
         raise ValueError(f"unknown transport '{transport}'; use stdio or http")

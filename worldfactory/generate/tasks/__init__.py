@@ -11,6 +11,10 @@ Families come from the spec, not from per-domain lists, so every domain pack get
 - decline: a request a business rule forbids; nothing may change and the answer names the rule;
 - discover: a record named as people name it, beside a near-duplicate seeded on purpose (twins.py);
 - handbook: a decision the policy handbook governs, its rules interacting, not all enforced by tools.
+- ask: the instruction leaves out a fact (which of two records, the amount, the option) that the agent
+  gets from the requester (ask_requester); acting on a guess is wrong by construction;
+- inbox: work through one contact's unread request emails (seeded by generate/inbox.py): act, note,
+  reply in the thread, mark read; one request a rule forbids in half of them, a repeated one in some.
 Each family is one module that declares its candidates, its phrases and its plan (see driver.py
 for what it declares); builder.py holds the shared context and candidate enumeration, words.py
 the shared words. Instructions name records by their human label (names, numbers), never
@@ -24,12 +28,27 @@ from collections.abc import Callable
 
 from worldfactory.spec import Task, Vocabulary, WorldSpec
 
-from . import bulk, conditional, coverage, decline, discover, handbook, lookup_act, retrieval, sweep, workflow, year_end
+from . import (
+    ask,
+    bulk,
+    conditional,
+    coverage,
+    decline,
+    discover,
+    handbook,
+    inbox,
+    lookup_act,
+    retrieval,
+    sweep,
+    workflow,
+    year_end,
+)
 from .builder import TaskBuilder
 from .driver import quota, run_family
 
 # The order families run in: each draws from the one seeded stream, so this order is part of the bytes.
-FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval, decline, discover, handbook)
+FAMILIES = (lookup_act, conditional, bulk, sweep, year_end, workflow, retrieval, decline, discover, handbook, ask,
+            inbox)
 TASK_FLOOR = 100  # tasks a world has before pass-band filtering (v001 of every catalog pack reaches it)
 
 

@@ -225,7 +225,8 @@ class TaskBuilder:
 
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
             answer: Any = None, answer_type: str | None = None, trap: list[ToolCall] | None = None,
-            distractors: int = 0, rules: int | None = None) -> bool:
+            distractors: int = 0, rules: int | None = None, requester: dict[str, str] | None = None,
+            declined_calls: list[ToolCall] | None = None) -> bool:
         """Add a task unless its instruction repeats one or its oracle does not replay cleanly."""
         if instruction in self.instructions:
             return False
@@ -233,7 +234,8 @@ class TaskBuilder:
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
                     answer=answer, answer_type=answer_type, target=target,
                     needs_search=self.needs_search(target, oracle),
-                    difficulty=difficulty_of(oracle, self.ref_lookup_ids, distractors, rules), trap=trap or [])
+                    difficulty=difficulty_of(oracle, self.ref_lookup_ids, distractors, rules), trap=trap or [],
+                    requester=requester or {}, declined_calls=declined_calls or [])
         if self.validate is not None and not self.validate(task):
             return False
         self.instructions.add(instruction)

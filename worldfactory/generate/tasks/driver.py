@@ -36,6 +36,8 @@ class Plan:
     trap: list[ToolCall] = field(default_factory=list)  # the plan that falls for the task's trap (Task.trap)
     distractors: int = 0  # near-duplicates the agent must tell apart (Difficulty.distractors)
     rules: int | None = None  # rules whose interplay decides the action; None: counted from the plan
+    requester: dict[str, str] = field(default_factory=dict)  # facts the agent must ask for, by topic
+    declined_calls: list[ToolCall] = field(default_factory=list)  # what a careless plan does and this must not
 
 
 @dataclass
@@ -91,5 +93,6 @@ def run_family(b: TaskBuilder, family: ModuleType, wanted: int | None = None) ->
         plan = family.plan(b, candidate)
         if plan is not None:
             made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type,
-                          trap=plan.trap, distractors=plan.distractors, rules=plan.rules)
+                          trap=plan.trap, distractors=plan.distractors, rules=plan.rules,
+                          requester=plan.requester, declined_calls=plan.declined_calls)
     return made

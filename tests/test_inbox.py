@@ -1,0 +1,131 @@
+"""Work that arrives by email (issue 33, item 3): request emails seeded unread in the inbox, and the
+inbox family that works through one contact's requests (act, note, reply in the thread, mark read),
+some declined by policy and one a repeat, graded on the final state of all of them."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.test_serving import Server
+from worldfactory.generate.data import build_seed_db
+from worldfactory.generate.inbox import plan_inbox
+from worldfactory.generate.validity import check_task
+from worldfactory.policies.base import run_policy
+from worldfactory.runtime.world import World
+from worldfactory.seeds import stage_rng
+from worldfactory.spec import Task, ToolCall
+from worldfactory.templates import load_templates
+
+WORLD = "insurance-claims.regional--v001"
+
+
+@pytest.fixture(scope="module")
+def world(worlds: dict[str, World]) -> World:
+    return worlds[WORLD]
+
+
+def _inbox(world: World) -> list[Task]:
+    return [t for t in world.tasks.values() if t.family == "inbox"]
+
+
+def _seed(world: World) -> sqlite3.Connection:
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(world.seed_image)
+    return conn
+
+
+def test_requests_are_seeded_unread_and_planned_again_from_the_seed(worlds: dict[str, World]) -> None:
+    for world in worlds.values():
+        conn = _seed(world)
+        groups = plan_inbox(world.spec, conn)
+        assert len(groups) >= 4, world.world_id
+        kinds = [r.kind for g in groups for r in g.requests]
+        assert {"act", "decline", "duplicate"} <= set(kinds), world.world_id
+        unread = list(conn.execute("SELECT subject, contact_id, folder FROM emails WHERE unread = 1 ORDER BY id"))
+        assert unread == [(r.subject, g.contact["id"], "inbox") for g in groups for r in g.requests]
+        assert len(_inbox(world)) == len(groups)
+    world = worlds[WORLD]  # deterministic: the same seed bytes again
+    vocab = load_templates().vocabulary
+    assert build_seed_db(world.spec, vocab) == world.seed_image
+
+
+def _solve(world: World, task: Task, calls: list[ToolCall]) -> bool:
+    with world.episode(task.task_id) as ep:
+        for call in calls:
+            ep.call(call.tool, call.args)
+        return ep.verify(task.answer).passed
+
+
+def test_inbox_tasks_are_proven(world: World) -> None:
+    """The oracle passes, nothing fails, every mutant is caught (ignore_decline among them), valid alternatives
+    pass (the emails handled in another order, replies worded otherwise); a reply left out of its thread, a
+    second note for a repeated request and an email left unread each fail."""
+    rng = stage_rng(world.brief.generation_seed, "validity")
+    declined = 0
+    for task in _inbox(world):
+        report = check_task(world, task, rng)
+        assert report.oracle_passes and report.null_fails and not report.problems, report.problems
+        # caught, or (a request whose tool refuses it, and no note to show it was tried) the same end state
+        caught = [m for m in report.mutants if m.kind == "ignore_decline" and not m.equivalent]
+        assert all(not m.passed for m in caught)
+        declined += bool(caught)
+        assert run_policy(world, task.task_id, "ignores_declines").verdict.passed is not bool(caught)
+        per_email = _per_email(task.oracle)
+        assert _solve(world, task, [c for block in reversed(per_email) for c in block])  # another order
+        reworded = [ToolCall(tool=c.tool, args={**c.args, "body": "Handled, see the record."})
+                    if c.tool == "create_email" else c for c in task.oracle]
+        assert _solve(world, task, reworded)  # reply and note texts only need to exist
+        unthreaded = [ToolCall(tool=c.tool, args={k: v for k, v in c.args.items() if k != "in_reply_to"})
+                      if c.tool == "create_email" else c for c in task.oracle]
+        assert not _solve(world, task, unthreaded)
+        last = max(i for i, c in enumerate(task.oracle) if c.tool == "update_email")
+        assert not _solve(world, task, task.oracle[:last] + task.oracle[last + 1:])  # one email left unread
+    assert declined >= 2  # half the groups carry a decline or a repeat
+
+
+def _per_email(oracle: list[ToolCall]) -> list[list[ToolCall]]:
+    """The oracle's calls cut into one block per email (from its get_email to its update_email), after the
+    shared lookups: blocks on different records are independent."""
+    head: list[ToolCall] = []
+    blocks: list[list[ToolCall]] = []
+    for call in oracle:
+        if call.tool == "get_email":
+            blocks.append([])
+        (blocks[-1] if blocks else head).append(call)
+    return [head + blocks[0], *blocks[1:]] if blocks else [head]
+
+
+async def _solve_over_mcp(url: str, task: Task) -> None:
+    async with Client(url) as client:
+        for call in task.oracle:
+            r = await client.call_tool(call.tool, call.args)
+            assert not r.is_error, (call, r.content)
+
+
+def test_inbox_task_over_http_is_graded_on_every_module(world: World) -> None:
+    """Solved through the served world's control plane and MCP, the verdict passes; replying to the wrong
+    email (the thread of another request) fails on the emails table alone."""
+    import httpx2
+
+    task = next(t for t in _inbox(world) if t.declined_calls)
+    auth = {"authorization": "Bearer test-token"}
+    with Server(world) as server, httpx2.Client(base_url=server.url, timeout=30) as http:
+        made = http.post("/control/episodes", json={"task_id": task.task_id}, headers=auth).json()
+        anyio.run(_solve_over_mcp, server.url + made["mcp_url"], task)
+        verdict: dict[str, Any] = http.post(f"/control/episodes/{made['episode_id']}/verify", json={},
+                                            headers=auth).json()
+        assert verdict["passed"], verdict["mismatches"]
+    replies = [c for c in task.oracle if c.tool == "create_email"]
+    swapped = {id(replies[0]): replies[1].args["in_reply_to"], id(replies[1]): replies[0].args["in_reply_to"]}
+    crossed = [ToolCall(tool=c.tool, args={**c.args, "in_reply_to": swapped[id(c)]}) if id(c) in swapped else c
+               for c in task.oracle]
+    with world.episode(task.task_id) as ep:
+        for call in crossed:
+            ep.call(call.tool, call.args)
+        verdict2 = ep.verify(task.answer)
+    assert not verdict2.passed and {m.table for m in verdict2.mismatches} == {"emails"}
