@@ -167,7 +167,9 @@ def test_run_with_a_trace_prints_a_count_not_every_step(small_data: Path, tmp_pa
     assert quiet.returncode == 0, quiet.stderr
     calls = len(trace.read_text().splitlines()) - 1  # a header line, then one line per call
     assert calls == len(task.oracle) >= 3
-    assert len(quiet.stdout.splitlines()) <= 4, quiet.stdout
+    lines = quiet.stdout.splitlines()  # the instruction (wrapped), a count, the trace, the verdict
+    counted = next(i for i, line in enumerate(lines) if "tool call(s)" in line)
+    assert lines[0].startswith(f"{task.task_id}: ") and len(lines) - counted <= 3, quiet.stdout
     assert f"{calls} tool call(s), 0 error(s)" in quiet.stdout and str(trace) in quiet.stdout
     loud = wf("run", WORLD, task.task_id, "--steps", env=env)
     assert len(loud.stdout.splitlines()) >= calls + 2 and task.oracle[0].tool in loud.stdout

@@ -56,7 +56,7 @@ def test_the_distribution_lists_only_project_named_top_level_packages() -> None:
     finally:
         os.chdir(cwd)
     packages = list(dist.packages or [])
-    assert {p.split(".")[0] for p in packages} == {"worldfactory", "worldfactory_dagster"}
+    assert {p.split(".")[0] for p in packages} == {"worldfactory", "worldfactory_dagster", "worldfactory_verifiers"}
     assert {p.split(".")[1] for p in packages if p.startswith("worldfactory_dagster.")} == set(GENERIC)
     assert "worldfactory.stages" in packages  # subpackages are found, not listed by hand
     for name in GENERIC:

@@ -87,7 +87,7 @@ def test_chromium_renders_the_runs_and_follows_an_example_link(data: Path, tmp_p
     episode = chromium("--dump-dom", (site / href.group(1)).as_uri(), tmp=tmp_path).stdout
     assert "Cause:" in episode and '<table class="trace">' in episode
     world = chromium("--dump-dom", (site / "worlds" / f"{WORLD}.html").as_uri(), tmp=tmp_path).stdout
-    assert world.count('<svg class="er"') == 1 and world.count('class="plot"') == 2 + 2 * 2
+    assert world.count('<svg class="er"') == 2 and world.count('class="plot"') == 2 + 2 * 2
     shot = tmp_path / "runs.png"
     chromium(f"--screenshot={shot}", "--window-size=1280,2400", (site / "index.html").as_uri(), tmp=tmp_path)
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from worldfactory.env import WorldEnv, openai_tools
+from worldfactory.requester import ASK_TOOL, ask_tool_entry
 
 SUBMIT = "submit_answer"
 SUBMIT_DOC = """End the task with your answer, when the task asks a question.
@@ -135,6 +136,19 @@ def _submit_method() -> Any:
     return submit_answer
 
 
+def ask_entry(world: Any) -> dict[str, Any] | None:
+    """ask_requester as a method of the class: TRL fixes a class's tools, so it is there for every task, its
+    topics those of all the world's tasks; in a task without a requester the episode refuses it. A server's
+    world (world is None) lists it in the episodes of the tasks that have one."""
+    tasks = list(getattr(world, "tasks", {}).values())
+    known = sorted({topic for task in tasks for topic in task.requester})
+    if not known:
+        return None
+    entry = ask_tool_entry(next(task for task in tasks if task.requester))
+    entry["input_schema"]["properties"]["topic"]["enum"] = known
+    return entry
+
+
 def world_environment(world: Any = None, *, url: str | None = None, token: str | None = None,
                       tools: Iterable[str] | None = None, max_calls: int = 64) -> type[WorldToolEnv]:
     """The environment class of one world, for `GRPOTrainer(environment_factory=...)`.
@@ -158,6 +172,9 @@ def world_environment(world: Any = None, *, url: str | None = None, token: str |
         finally:
             remote.close()
     by_name = {t["name"]: t for t in manifest}
+    asks = ask_entry(world)  # the requester, for a world with tasks that have one (ask_requester)
+    if asks is not None:
+        by_name.setdefault(ASK_TOOL, asks)
     chosen = sorted(by_name) if tools is None else list(dict.fromkeys(tools))
     unknown = [t for t in chosen if t not in by_name]
     if unknown:
