@@ -98,3 +98,28 @@ def test_the_seed_proof_refuses_a_seed_that_breaks_the_clock(bundle: Path) -> No
         conn.execute("UPDATE claims SET filed_on = ? WHERE id = 3", ((_clock(bundle) + timedelta(days=9)).isoformat(),))
     with pytest.raises(SeedDataError, match=r"realism audit: 1 dates .* event_after_today: claims row 3: filed_on"):
         check_seed(spec, (bundle / "seed.db").read_bytes())
+
+
+def test_every_date_column_of_every_pack_and_module_declares_its_meaning(tmp_path: Path) -> None:
+    from worldfactory.packs import check_files, undeclared_dates
+    from worldfactory.templates import load_templates
+
+    ts = load_templates()
+    assert len(ts.domains) == 25
+    dates = 0
+    for kind, items in (("domains", ts.domains), ("modules", ts.modules)):
+        for name, pack in sorted(items.items()):
+            assert undeclared_dates(ts.root / kind / f"{name}.yaml", pack.tables) == []
+            dates += sum(c.type == "date" for t in pack.tables for c in t.columns)
+    assert dates > 250
+    # planted: one date column loses its meaning; check-pack names the file, the field and what to write
+    root = tmp_path / "templates"
+    shutil.copytree(ts.root, root)
+    pack = root / "domains" / "insurance-claims.yaml"
+    text = pack.read_text()
+    assert "{name: filed_on, type: date, date_meaning: event," in text
+    pack.write_text(text.replace("{name: filed_on, type: date, date_meaning: event,", "{name: filed_on, type: date,"))
+    [line] = check_files([pack])
+    assert line.startswith(f"{pack}: field 'tables[") and ":claims].columns[" in line
+    assert ":filed_on].date_meaning': a date column needs date_meaning: event" in line
+    assert line.endswith("its name reads as 'event'")

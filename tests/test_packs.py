@@ -47,8 +47,9 @@ BROKEN = [
      "values: {claim_id: $id, amount: row.approved_amount, method: $method}",
      f"{PAY}.effects[0].values", "missing required column(s) of 'claim_payments': paid_on"),
     ("column named like a Python built-in",
-     "      - {name: date_of_birth, type: date, gen: {days_ago: [29000, 6600]}}",
-     "      - {name: date_of_birth, type: date, gen: {days_ago: [29000, 6600]}}\n      - {name: type, gen: word}",
+     "      - {name: date_of_birth, type: date, date_meaning: event, gen: {days_ago: [29000, 6600]}}",
+     "      - {name: date_of_birth, type: date, date_meaning: event, gen: {days_ago: [29000, 6600]}}\n"
+     "      - {name: type, gen: word}",
      "tables[0:policyholders].columns[5:type].name", "'type' is a Python name the generated tools cannot take"),
     ("notify leads through a column that is not a ref",
      "notify: policy_id.policyholder_id", "notify: policy_id.line",

@@ -449,6 +449,23 @@ def check_row_products(path: Path, domain: DomainPack, modules: dict[str, Module
     return rep.lines
 
 
+def undeclared_dates(path: Path, tables: list[TableDef]) -> list[str]:
+    """`check-pack`: every date column says what its date means on the world's clock (`date_meaning`), so the
+    seed stage, the realism audit and the task families need not guess from its name. Not part of check_set:
+    a drafted or older pack without them still loads, its meanings inferred (worldfactory/audit.py)."""
+    from worldfactory.audit import date_meaning
+
+    rep = Report(path)
+    for i, t in enumerate(tables):
+        for j, c in enumerate(t.columns):
+            if c.type == "date" and c.date_meaning is None:
+                rep.add(f"tables[{i}:{t.name}].columns[{j}:{c.name}].date_meaning",
+                        f"a date column needs date_meaning: event (happened: at or before today), plan (may lie "
+                        f"ahead: scheduled, expected) or period (a bound: due, ends, expires); its name reads "
+                        f"as '{date_meaning(c)}'")
+    return rep.lines
+
+
 def check_module(path: Path, module: Module, modules: dict[str, Module]) -> list[str]:
     rep = Report(path)
     tables = {t.name: t for m in modules.values() if m.name != module.name for t in m.tables}
@@ -541,13 +558,13 @@ def check_files(paths: list[Path], templates: Path | None = None) -> list[str]:
             modules = _load_dir(root / "modules", Module)
             if kind == "modules":
                 modules[item.name] = item
-                lines += check_module(path, item, modules)
+                lines += check_module(path, item, modules) or undeclared_dates(path, item.tables)
             elif kind == "domains":
                 found = check_domain(path, item, modules)
                 if not found:
                     types = _load_dir(root / "company_types", CompanyType)
                     scale = max((ct.scale for ct in types.values()), default=1.0) * SCALE_SPREAD[1]
-                    found = check_row_products(path, item, modules, scale)
+                    found = check_row_products(path, item, modules, scale) or undeclared_dates(path, item.tables)
                 lines += found
             else:
                 lines += check_company_type(path, item, modules, _load_dir(root / "domains", DomainPack))
