@@ -273,8 +273,14 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
             rep.add(f"{gloc}.rule", f"unknown rule '{g.rule}'; rules declared {scope.where}: {_known(scope.rules)}")
         if isinstance(g.value, str) and g.value.startswith("row.") and g.value[4:] not in cols:
             rep.add(f"{gloc}.value", f"'{g.value}': table '{t.name}' has no column '{g.value[4:]}'")
+        elif g.value == "$today":  # the world's clock: a date column's guard ("row.due_on < $today")
+            field = g.field[4:] if g.field.startswith("row.") else None
+            if field not in cols or t.column(field).type != "date":
+                rep.add(f"{gloc}.value", f"'$today' compares with a date column ('row.<date column>'); "
+                        f"'{g.field}' is not one")
         elif isinstance(g.value, str) and g.value.startswith("$"):
-            rep.add(f"{gloc}.value", f"'{g.value}': a guard compares with a rule, a number or 'row.<column>'")
+            rep.add(f"{gloc}.value", f"'{g.value}': a guard compares with a rule, a number, 'row.<column>' or "
+                    f"'$today'")
     for key, value in tr.set.items():
         if key not in cols:
             rep.add(f"{loc}.set.{key}", f"table '{t.name}' has no column '{key}'; known: {_known(cols)}")

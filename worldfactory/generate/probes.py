@@ -127,7 +127,7 @@ def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dic
                 wf = table.workflow.column
                 for row in rows:
                     args = _transition_args(tr, row, rng, conn)
-                    if row[wf] in tr.from_ and guards_hold(tr, row, args, rules):
+                    if row[wf] in tr.from_ and guards_hold(tr, row, args, rules, spec.brief.clock):
                         valid = {id_param(table): row["id"], **args}
                         break
                 wrong = next((r for r in rows if r[wf] not in tr.from_), None)
@@ -140,7 +140,7 @@ def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dic
                 for g in [g for g in tr.guards if g.rule]:
                     for row in rows:
                         args = _transition_args(tr, row, rng, conn)
-                        if row[wf] in tr.from_ and not guard_holds(g, row, args, rules):
+                        if row[wf] in tr.from_ and not guard_holds(g, row, args, rules, spec.brief.clock):
                             invalid.append({"args": {id_param(table): row["id"], **args},
                                             "expect": g.message.split(";")[0]})
                             break

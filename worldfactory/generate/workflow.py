@@ -10,6 +10,7 @@ from worldfactory.fill import fill
 from worldfactory.runtime.toolkit import COMPARE
 from worldfactory.spec import Guard, Param, TableDef, Transition
 
+TODAY = "$today"  # a guard's value that is the world's clock: `row.due_on < $today`
 FREE_TEXT_CHOICES = [
     "Documentation does not support the request",
     "Duplicate of an earlier record",
@@ -41,7 +42,8 @@ def task_value(param: Param, row: dict[str, Any], rng: random.Random) -> Any:
     raise ValueError(f"parameter '{param.name}' needs a task_value")
 
 
-def _side(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> tuple[Any, Any]:
+def _side(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float],
+          today: str | None) -> tuple[Any, Any]:
     if is_expression(guard.field):
         left: Any = evaluate(guard.field, row, args)
     else:
@@ -51,18 +53,23 @@ def _side(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[s
         right: Any = rules[guard.rule]
     elif isinstance(guard.value, str) and guard.value.startswith("row."):
         right = row[guard.value[4:]]
+    elif guard.value == TODAY:  # the world's clock, as the generated tool reads it (db.today)
+        right = today
     else:
         right = guard.value
     return left, right
 
 
-def guard_holds(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> bool:
-    left, right = _side(guard, row, args, rules)
+def guard_holds(guard: Guard, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float],
+                today: str | None = None) -> bool:
+    """Whether the guard holds; one that compares with $today never holds without the world's clock."""
+    left, right = _side(guard, row, args, rules, today)
     return left is not None and right is not None and COMPARE[guard.op](left, right)
 
 
-def guards_hold(t: Transition, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float]) -> bool:
-    return all(guard_holds(g, row, args, rules) for g in t.guards)
+def guards_hold(t: Transition, row: dict[str, Any], args: dict[str, Any], rules: dict[str, float],
+                today: str | None = None) -> bool:
+    return all(guard_holds(g, row, args, rules, today) for g in t.guards)
 
 
 def say_value(param: Param, value: Any) -> str:

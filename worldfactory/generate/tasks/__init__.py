@@ -53,9 +53,12 @@ TASK_FLOOR = 100  # tasks a world has before pass-band filtering (v001 of every 
 
 
 def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes,
-                   validate: Callable[[Task], bool] | None = None, vocab: Vocabulary | None = None) -> list[Task]:
+                   validate: Callable[[Task], bool] | None = None, vocab: Vocabulary | None = None,
+                   clock: dict[str, int] | None = None) -> list[Task]:
     """All tasks of a world, deterministic for its seed: the families' quotas, then one task for each
-    write tool they left unused, then (a variant only) what its mix took, where that left it under the floor."""
+    write tool they left unused, then (a variant only) what its mix took, where that left it under the floor.
+    ``clock``, when given, gets what the world's clock kept out (clock.py): tasks refused by reason, and
+    ``steps``, the (step, record) pairs it forbade (a sweep with one of them is not offered at all)."""
     builder = TaskBuilder(spec, tool_names, seed_image, validate, vocab)
     try:
         for family in FAMILIES:
@@ -64,6 +67,9 @@ def generate_tasks(spec: WorldSpec, tool_names: set[str], seed_image: bytes,
         top_up(builder)
     finally:
         builder.close()
+    if clock is not None:
+        clock.update(sorted(builder.clock_refused_tasks.items()))
+        clock["steps"] = len(builder.clock_refusals)
     return builder.tasks
 
 

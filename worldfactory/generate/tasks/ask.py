@@ -58,7 +58,7 @@ def _which(b: TaskBuilder, rng: random.Random) -> list[tuple[Any, ...]]:
                 if len(by_parent[pid]) != 2:
                     continue  # exactly two: the requester's answer settles it
                 args = {p.name: task_value(p, rows[1], rng) for p in tr.params}
-                if all(guards_hold(tr, r, args, b.rules) for r in rows):
+                if all(guards_hold(tr, r, args, b.rules, b.today) for r in rows):
                     out.append(("which", table, tr, col, pid, rows, args))
     return out
 
@@ -82,7 +82,7 @@ def _valued(b: TaskBuilder, rng: random.Random) -> list[tuple[Any, ...]]:
                     assert p.enum is not None
                     guess[p.name] = p.enum[0]
                     args[p.name] = rng.choice(p.enum[1:])
-                if guards_hold(tr, row, args, b.rules):
+                if guards_hold(tr, row, args, b.rules, b.today):
                     out.append(("amount" if numeric else "choice", table, tr, p, row, args, guess))
     return out
 

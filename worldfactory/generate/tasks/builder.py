@@ -11,16 +11,19 @@ parent references, sweeps over a whole state, the anchor's rows and the addressa
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, NamedTuple
 
+from worldfactory.audit import date_meaning
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import ColumnDef, Difficulty, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
 
 from ..data import draw_value, fetch_dicts, open_image
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
+from .clock import clock_refusal
 from .words import cap, has_name, human, in_state, of_parent, tool_name, when
 
 SEARCH_MAX = 500  # the largest page a plan asks a search tool for
@@ -58,6 +61,11 @@ class TaskBuilder:
         self.conn = open_image(seed_image)
         self.rng: random.Random = stage_rng(spec.brief.generation_seed, "tasks")
         self.rules = spec.brief.rules
+        self.today = spec.brief.clock
+        # steps the clock forbids (tool, record id) -> reason; and tasks refused for one, by reason (clock.py)
+        self.clock_refusals: dict[tuple[str, int], str] = {}
+        self.clock_refused_tasks: Counter[str] = Counter()
+        self.steps = {tr.name: (t, tr) for t in spec.tables if t.workflow for tr in t.workflow.transitions}
         self.tasks: list[Task] = []
         self.instructions: set[str] = set()
         self.named_ids: dict[str, list[int]] = {}  # per table: the ids of rows a person can name, by id
@@ -223,12 +231,37 @@ class TaskBuilder:
             return who, reads, str(person["email"])  # the record itself is read before it is acted on
         return None
 
+    def clock_allows(self, table: TableDef, tr: Transition, row: dict[str, Any], args: dict[str, Any]) -> bool:
+        """Whether the world's clock allows the step on the record (clock.py); a refusal is remembered."""
+        refused = clock_refusal(table, tr, row, args, self.today)
+        if refused is not None:
+            self.clock_refusals[(tr.name, row["id"])] = refused[0]
+        return refused is None
+
+    def clock_forbids(self, asked: list[ToolCall]) -> str | None:
+        """The reason the clock forbids one of the steps a task asks for, on a record of the seed; else None.
+        A record the task itself creates is not in the seed: its dates are the task's own."""
+        for call in asked:
+            if call.tool not in self.steps:
+                continue
+            table, tr = self.steps[call.tool]
+            row = self.row(table, call.args.get(id_param(table)))
+            if row is not None and not self.clock_allows(table, tr, row, call.args):
+                return self.clock_refusals[(tr.name, row["id"])]
+        return None
+
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
             answer: Any = None, answer_type: str | None = None, trap: list[ToolCall] | None = None,
             distractors: int = 0, rules: int | None = None, requester: dict[str, str] | None = None,
-            declined_calls: list[ToolCall] | None = None) -> bool:
-        """Add a task unless its instruction repeats one or its oracle does not replay cleanly."""
+            declined_calls: list[ToolCall] | None = None, asked: list[ToolCall] | None = None) -> bool:
+        """Add a task unless its instruction repeats one, the clock forbids a step it asks for (its oracle's,
+        and ``asked``: the steps its instruction names that the oracle does not take), or its oracle does not
+        replay cleanly."""
         if instruction in self.instructions:
+            return False
+        forbidden = self.clock_forbids(oracle + (asked or []))
+        if forbidden is not None:
+            self.clock_refused_tasks[forbidden] += 1
             return False
         n = sum(1 for t in self.tasks if t.family == family) + 1
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,
@@ -278,8 +311,10 @@ class TaskBuilder:
                 value = self.rng.uniform(lo + (hi - lo) * 0.1, lo + (hi - lo) * 0.4)
                 args[name] = int(value) if col.type == "integer" else round(value, 2)
                 said.append(f"{col.human} ${args[name]:,.2f}" if col.type == "money" else f"{col.human} {args[name]}")
-            elif col.type == "date":
-                day = date.fromisoformat(self.spec.brief.clock) + timedelta(days=self.rng.randint(3, 30))
+            elif col.type == "date":  # an event happened (days ago); a plan or a period lies ahead
+                ahead = timedelta(days=self.rng.randint(3, 30))
+                today = date.fromisoformat(self.today)
+                day = today - ahead if date_meaning(col) == "event" else today + ahead
                 args[name] = day.isoformat()
                 said.append(f"{col.human} {args[name]}")
             elif col.type == "text":
@@ -484,7 +519,8 @@ class TaskBuilder:
                 if not rows or len(rows) > SEARCH_MAX:
                     continue
                 args = self.task_args(tr, rows[0])
-                if all(guards_hold(tr, r, args, self.rules) for r in rows):
+                if all(guards_hold(tr, r, args, self.rules, self.today) and self.clock_allows(table, tr, r, args)
+                       for r in rows):
                     out.append(Sweep(table, tr, state, args, rows))
         return out
 

@@ -42,7 +42,7 @@ def candidates(b: TaskBuilder) -> Pools:
 def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     table, tr, col, state, pid, rows = candidate
     args = b.task_args(tr, rows[0])
-    if not all(guards_hold(tr, r, args, b.rules) for r in rows):
+    if not all(guards_hold(tr, r, args, b.rules, b.today) for r in rows):
         return None
     parent_table = b.spec.table(col.ref or "")
     parent = b.row(parent_table, pid)

@@ -37,9 +37,9 @@ def candidates(b: TaskBuilder) -> Pools:
         yes, no = [], []
         others = tr.model_copy(update={"guards": [g for g in tr.guards if not g.rule]})
         for row, args in b.transition_rows(table, tr, states):
-            if not guards_hold(others, row, args, b.rules):
+            if not guards_hold(others, row, args, b.rules, b.today):
                 continue  # the instruction states the rule only: no other guard may decide the branch
-            (yes if guards_hold(tr, row, args, b.rules) else no).append((table, tr, alt, row, args))
+            (yes if guards_hold(tr, row, args, b.rules, b.today) else no).append((table, tr, alt, row, args))
         pools += [yes, no]
     return Pools(pools)
 
@@ -55,7 +55,7 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     said, alt_said = b.said_args(tr, args), b.said_args(alt, alt_args)
     if said is None or alt_said is None:
         return None
-    taken = guards_hold(tr, row, args, b.rules)
+    taken = guards_hold(tr, row, args, b.rules, b.today)
     chosen, chosen_args, lookups = (tr, args, said[1]) if taken else (alt, alt_args, alt_said[1])
     text = fill(b.rng.choice(PHRASES), obj=addr.text, says=says,
                 a=render_verb(tr, "it", said[0]), b=render_verb(alt, "it", alt_said[0]))
@@ -67,4 +67,6 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     told = b.notify(table, row, "decision made", addr.text)
     if told is not None:
         text, oracle = f"{text.rstrip('.')}. Then {told[0]}.", oracle + told[1]
-    return Plan(cap(text), oracle, table.name)
+    other, other_args = (alt, alt_args) if taken else (tr, args)  # the branch not taken is asked for too
+    asked = [ToolCall(tool=other.name, args={id_param(table): row["id"], **other_args})]
+    return Plan(cap(text), oracle, table.name, asked=asked)

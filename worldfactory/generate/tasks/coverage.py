@@ -49,7 +49,7 @@ def run(b: TaskBuilder) -> int:
             continue
         for family, plan in _plans(b, kind, table, tr):
             if plan is not None and b.add(family, plan.instruction, plan.oracle, plan.target, plan.answer,
-                                          plan.answer_type):
+                                          plan.answer_type, asked=plan.asked):
                 used |= {call.tool for call in plan.oracle}
                 added += 1
                 break
@@ -64,7 +64,7 @@ def _plans(b: TaskBuilder, kind: str, table: TableDef, tr: Any) -> Iterator[tupl
         return
     if kind == "transition":
         rows = [("transition", table, tr, row, args) for row, args in b.transition_rows(table, tr, tr.from_)
-                if guards_hold(tr, row, args, b.rules)]
+                if guards_hold(tr, row, args, b.rules, b.today)]
     else:
         rows = [("update", table, None, row, None) for row in b.rows(table)]
     b.rng.shuffle(rows)

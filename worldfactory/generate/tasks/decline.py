@@ -8,7 +8,7 @@ from typing import Any
 from worldfactory.fill import fill
 from worldfactory.spec import ToolCall
 
-from ..workflow import guards_hold, render_verb
+from ..workflow import guards_hold, id_param, render_verb
 from .builder import TaskBuilder
 from .driver import Plan, Pools
 from .words import cap, tool_name
@@ -34,8 +34,8 @@ def candidates(b: TaskBuilder) -> Pools:
         pool = []
         for row, args in b.transition_rows(table, tr, tr.from_):
             failing = [g for g in rule_guards
-                       if not guards_hold(tr.model_copy(update={"guards": [g]}), row, args, b.rules)]
-            if failing and guards_hold(others, row, args, b.rules):
+                       if not guards_hold(tr.model_copy(update={"guards": [g]}), row, args, b.rules, b.today)]
+            if failing and guards_hold(others, row, args, b.rules, b.today):
                 pool.append((table, tr, row, args, failing[0]))
         pools.append(pool)
     return Pools(pools)
@@ -53,4 +53,5 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     verb = render_verb(tr, addr.text, said[0])
     oracle = [*addr.lookup, *b.getter(table, row), ToolCall(tool="search_business_rules", args={"name": rule.name})]
     text = fill(b.rng.choice(PHRASES), Verb=cap(verb), verb=verb)
-    return Plan(text, oracle, table.name, answer=rule.name, answer_type="reason")
+    asked = [ToolCall(tool=tr.name, args={id_param(table): row["id"], **args})]  # refused by a rule, not the clock
+    return Plan(text, oracle, table.name, answer=rule.name, answer_type="reason", asked=asked)

@@ -74,7 +74,7 @@ def _action(b: TaskBuilder, table: TableDef, row: dict[str, Any], said: str
     b.rng.shuffle(moves)
     for tr in moves:
         args = b.task_args(tr, row)
-        if not guards_hold(tr, row, args, b.rules):
+        if not guards_hold(tr, row, args, b.rules, b.today):
             continue
         words = b.said_args(tr, args)
         if words is None:

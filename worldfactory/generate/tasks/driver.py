@@ -38,6 +38,7 @@ class Plan:
     rules: int | None = None  # rules whose interplay decides the action; None: counted from the plan
     requester: dict[str, str] = field(default_factory=dict)  # facts the agent must ask for, by topic
     declined_calls: list[ToolCall] = field(default_factory=list)  # what a careless plan does and this must not
+    asked: list[ToolCall] | None = None  # steps the instruction names that the oracle does not take
 
 
 @dataclass
@@ -94,5 +95,5 @@ def run_family(b: TaskBuilder, family: ModuleType, wanted: int | None = None) ->
         if plan is not None:
             made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type,
                           trap=plan.trap, distractors=plan.distractors, rules=plan.rules,
-                          requester=plan.requester, declined_calls=plan.declined_calls)
+                          requester=plan.requester, declined_calls=plan.declined_calls, asked=plan.asked)
     return made

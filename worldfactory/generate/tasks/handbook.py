@@ -46,11 +46,11 @@ def candidates(b: TaskBuilder) -> Pools:
         others = hr.step.model_copy(update={"guards": [g for g in hr.step.guards if not g.rule]})
         states = [s for s in hr.step.from_ if s in hr.alternative.from_]
         for row, args in b.transition_rows(hr.table, hr.step, states):
-            if not guards_hold(others, row, args, b.rules):
+            if not guards_hold(others, row, args, b.rules, b.today):
                 continue  # another guard decides: not the handbook's case
             if in_band(hr, row, args, b.rules):
                 near.append((hr, row, args, "near"))
-            elif guards_hold(hr.step, row, args, b.rules):
+            elif guards_hold(hr.step, row, args, b.rules, b.today):
                 inside.append((hr, row, args, "inside"))
             else:
                 past.append((hr, row, args, "past"))
@@ -64,7 +64,7 @@ def plan(b: TaskBuilder, candidate: tuple[HandbookRule, dict[str, Any], dict[str
     if addr is None:
         return None
     alt_args = b.task_args(hr.alternative, row)
-    if not guards_hold(hr.alternative, row, alt_args, b.rules):
+    if not guards_hold(hr.alternative, row, alt_args, b.rules, b.today):
         return None
     said, alt_said = b.said_args(hr.step, args), b.said_args(hr.alternative, alt_args)
     if said is None or alt_said is None:

@@ -25,7 +25,7 @@ def candidates(b: TaskBuilder) -> Pools:
     pools: list[list[Any]] = []
     for table, tr in b.transitions():
         pools.append([("transition", table, tr, row, args) for row, args in b.transition_rows(table, tr, tr.from_)
-                      if guards_hold(tr, row, args, b.rules)])
+                      if guards_hold(tr, row, args, b.rules, b.today)])
     for table in b.spec.tables:
         if table.update and tool_name(table, "update") in b.tools and table.label:
             pools.append([("update", table, None, row, None) for row in b.rows(table)])
