@@ -12,7 +12,7 @@ from worldfactory.generate.tasks import FAMILIES
 from worldfactory.generate.tasks.driver import FAMILY_DECLARES, Pools, Stream, draw, take
 
 PACKAGE = Path(tasks.__file__).parent
-SHARED = {"__init__", "builder", "driver", "words"}
+SHARED = {"__init__", "builder", "clock", "driver", "words"}
 PASSES = {"coverage"}  # run after the families; may plan with a family's own plan()
 TASK_FAMILIES = {"lookup_act", "conditional", "bulk", "workflow", "retrieval", "decline", "discover",
                  "handbook", "ask", "inbox"}
