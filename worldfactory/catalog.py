@@ -69,6 +69,12 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("run_id", pa.string()),
         ("pass_rate", pa.float64()), ("passes", pa.int32()), ("rollouts", pa.int32()),
     ]),
+    # a world whose last build failed: one row while it stays so (cleared when a build publishes it); a
+    # world published before keeps its bundle, and `kept_world_json_sha256` names the bundle that stays
+    "failed_builds": pa.schema([
+        ("stage", pa.string()), ("check_name", pa.string()), ("reason", pa.string()), ("inputs", pa.string()),
+        ("kept_world_json_sha256", pa.string()),
+    ]),
 }
 PER_POLICY = ("rollouts", "traces")  # one file per policy inside a world's folder
 TABLES = tuple(SCHEMAS)
@@ -149,6 +155,22 @@ def publish_world_rows(catalog_root: Path, bundle: Path, traces: list[dict[str, 
 
     label = ",".join(sorted({r["policy"] for r in rollouts}))  # the build's reference policy
     write_policy_rows(catalog_root, "bands", wid, BUILD_BAND, build_band_rows(bundle, label))
+
+
+def record_failed_build(data_root: Path, world_id: str, stage: str, check: str, reason: str, inputs: str) -> bool:
+    """Mark the world's build as failed in the catalog (`failed_builds`); whether a bundle published before
+    stays (the failed build did not replace it)."""
+    kept = data_root / "worlds" / world_id / "world.json"
+    sha = hashlib.sha256(kept.read_bytes()).hexdigest() if kept.is_file() else ""
+    _write_partition(data_root / "catalog", "failed_builds", world_id, [
+        {"stage": stage, "check_name": check, "reason": reason[:2000], "inputs": inputs,
+         "kept_world_json_sha256": sha}])
+    return bool(sha)
+
+
+def clear_failed_build(data_root: Path, world_id: str) -> None:
+    """A build published the world: its earlier failed attempt is no longer the last word."""
+    shutil.rmtree(data_root / "catalog" / "failed_builds" / f"world_id={world_id}", ignore_errors=True)
 
 
 def rebuild_catalog(data_root: Path) -> list[str]:

@@ -46,17 +46,28 @@ def out_console() -> Console:
 
 
 def cmd_check_pack(args: argparse.Namespace) -> int:
-    """Validate domain packs, shared modules or company types without building anything."""
+    """Validate domain packs, shared modules or company types, then dry-run each domain pack: a small world of
+    it built up to its tasks in a temporary folder (worldfactory/dryrun.py); --static skips the dry run."""
     from worldfactory.packs import check_files
 
-    lines = check_files([Path(f) for f in args.files], Path(args.templates) if args.templates else None)
+    paths = [Path(f) for f in args.files]
+    templates = Path(args.templates) if args.templates else None
+    lines = check_files(paths, templates)
+    notes: list[str] = []
+    if not lines and not args.static:  # a pack that reads well is built, small, in a temporary folder
+        from worldfactory.dryrun import dry_run_files
+
+        found = dry_run_files(paths, templates)
+        lines, notes = found.failures, found.notes
     for line in lines:
         print(printable(line))
+    for line in notes:
+        print(printable(f"note: {line}"))
     if lines:
         sys.stdout.flush()  # the problems first, whole lines, when both streams go to one terminal or file
         print(f"{len(lines)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
         return 2
-    print(f"ok: {len(args.files)} file(s) valid")
+    print(f"ok: {len(args.files)} file(s) valid" + (f"; {len(notes)} note(s) to look at" if notes else ""))
     return 0
 
 
@@ -179,6 +190,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     _print_results(results, args.json)
     for wid, why in failures:
         ERR.print(f"error: {wid} was not built: {why}", markup=False, highlight=False, soft_wrap=True)
+        if (root / "worlds" / wid / "world.json").is_file():
+            ERR.print(f"error: {wid}: the last build FAILED; the bundle published before stays in "
+                      f"{root / 'worlds' / wid} unchanged (the catalog's failed_builds table marks the attempt)",
+                      markup=False, highlight=False, soft_wrap=True)
     if failures and not args.no_dagster:
         ERR.print("Each failed run is in the Dagster UI with its checks and logs: `worldfactory ui`.")
     return 1 if failures else 0
@@ -860,10 +875,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_seeds)
 
-    cp = sub.add_parser("check-pack", help="validate template files (domain packs, modules, company types)")
+    cp = sub.add_parser("check-pack", help="validate template files (domain packs, modules, company types), then "
+                                           "dry-run each domain pack")
     cp.add_argument("files", nargs="+", metavar="FILE")
     cp.add_argument("--templates", help="the templates folder the files are checked against (default: the "
                                          "folder each file sits in, else world_templates/)")
+    cp.add_argument("--static", action="store_true", help="check the files only; skip the dry run (a small world "
+                                                           "of each domain pack built up to its tasks in a temporary "
+                                                           "folder)")
     cp.set_defaults(fn=cmd_check_pack)
 
     ps = sub.add_parser("pack-schema", help="print the JSON Schema of the template file format")

@@ -431,6 +431,16 @@ class Transition(Strict):
     effects: list[Effect] = Field(default_factory=list)
     otherwise: str | None = None  # the transition to take when a guard fails
     destructive: bool = False
+    # false: a step taken one record at a time, never in bulk, sweep or year-end tasks (a write-off, a refund)
+    bulk: bool = True
+
+    @model_serializer(mode="wrap")
+    def _without_default_bulk(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `bulk` out while true, so the spec.json of a world whose steps all allow bulk keeps its bytes."""
+        data = handler(self)
+        if self.bulk and isinstance(data, dict):
+            data.pop("bulk", None)
+        return data
 
 
 class Workflow(Strict):

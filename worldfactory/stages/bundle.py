@@ -122,7 +122,7 @@ def publish_bundle(ctx: BuildContext) -> None:
     Called by run_prove once bundle_complete has passed, never before: a world whose proof fails
     leaves the published bundle (or its absence) and its catalog rows as they were.
     """
-    from worldfactory.catalog import publish_world_rows
+    from worldfactory.catalog import clear_failed_build, publish_world_rows
     from worldfactory.rollouts import traces_file_lines
 
     worlds = ctx.data_root / "worlds"
@@ -139,6 +139,7 @@ def publish_bundle(ctx: BuildContext) -> None:
     if traces is None:  # made in another process (a Dagster step retried): read them from the bundle
         traces = traces_file_lines((worlds / ctx.world_id / "traces.jsonl.gz").read_bytes())
     publish_world_rows(ctx.data_root / "catalog", worlds / ctx.world_id, traces)  # the rows from the bundle alone
+    clear_failed_build(ctx.data_root, ctx.world_id)
 
 
 STAGE = Stage(

@@ -253,6 +253,10 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
         proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=False,
                       reason=f"{type(exc).__name__}: {exc}"[:4000], files=files, failed_checks=list(stage.checks))
     ctx.work.write_proof(proof)
+    if not proof.passed:  # the catalog says the last build failed; a bundle published before stays as it was
+        from worldfactory.catalog import record_failed_build
+
+        record_failed_build(ctx.data_root, ctx.world_id, stage.name, stage.check, proof.reason, ctx.inputs)
     cost = ctx.work.costs().get(stage.name, StageCost())
     cost.cpu_seconds = round(cost.cpu_seconds + _cpu() - cpu, 6)
     cost.wall_seconds = round(cost.wall_seconds + time.perf_counter() - wall, 6)

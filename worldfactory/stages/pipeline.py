@@ -111,7 +111,10 @@ def build_world(world_id: str, root: Path | str = "data", templates: TemplateSet
     inputs = inputs_fingerprint(ts, world_id, briefs)
     clean_staging(data_root / "worlds")
     if not force and is_up_to_date(dest, inputs):
+        from worldfactory.catalog import clear_failed_build
+
         ensure_catalog_rows(data_root, dest)
+        clear_failed_build(data_root, world_id)  # the published bundle is what these inputs build
         return up_to_date_result(world_id, dest, started)
     say = progress or (lambda _stage: None)
     work_path = data_root / "build" / f".engine-{world_id}-{os.getpid()}"
@@ -121,7 +124,13 @@ def build_world(world_id: str, root: Path | str = "data", templates: TemplateSet
     try:
         for stage in STAGES:
             say(stage.name)
-            run_make(stage, ctx)
+            try:
+                run_make(stage, ctx)
+            except Exception as exc:  # the catalog marks the failed attempt as a failed proof does (run_prove)
+                from worldfactory.catalog import record_failed_build
+
+                record_failed_build(data_root, world_id, stage.name, "make", f"{type(exc).__name__}: {exc}", inputs)
+                raise
             proof = run_prove(stage, ctx)
             if not proof.passed:
                 raise StageFailed(f"{world_id}: stage {stage.name} failed its check '{stage.check}': {proof.reason}")

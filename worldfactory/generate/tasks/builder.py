@@ -482,10 +482,11 @@ class TaskBuilder:
 
     def uniform_transitions(self) -> list[tuple[TableDef, Transition]]:
         """Transitions whose arguments do not depend on the row, on tables searchable by state:
-        one call's arguments serve every row of a group."""
+        one call's arguments serve every row of a group. Not a step the pack keeps out of bulk (`bulk: false`):
+        this is where bulk, sweep and year-end tasks find their steps."""
         out = []
         for table, tr in self.transitions():
-            if any(p.task_value and p.task_value.startswith("row.") for p in tr.params):
+            if not tr.bulk or any(p.task_value and p.task_value.startswith("row.") for p in tr.params):
                 continue
             assert table.workflow is not None
             if table.workflow.column in table.search:

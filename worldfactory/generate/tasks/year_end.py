@@ -35,7 +35,7 @@ def candidates(b: TaskBuilder) -> Stream:
     anchor, anchors = b.anchor_rows()
     docs = next((t for t in b.spec.tables if t.name == "documents"), None)
     plain = [tr for tr in (docs.workflow.transitions if docs and docs.workflow else [])
-             if not tr.params and not tr.guards and tr.name in b.tools]
+             if not tr.params and not tr.guards and tr.bulk and tr.name in b.tools]  # bulk: false stays out
     finalize = next((tr for tr in plain if "draft" in tr.from_), None)
     archive = next((tr for tr in plain if finalize and finalize.to in tr.from_ and tr.to not in finalize.from_
                     and not tr.destructive), None)  # onward from final, never back to draft
