@@ -47,6 +47,9 @@ NOT_WORLD_CODE: dict[str, str] = {
     "env": "the RL environment over a published world: serves a bundle",
     "parallel": "the process pool that runs builds side by side: the same bytes as one at a time",
     "registry": "which worlds should exist, never what is in one (as catalog.yaml and registry.yaml)",
+    "dryrun": "check-pack's dry run: builds a pack's small world in a temporary folder, never a published one",
+    "pack_flow": "check-pack's notes on statuses no row can hold: read by the dry run only",
+    "module_reference": "writes the shared module reference into world_templates/README.md",
 }
 
 
