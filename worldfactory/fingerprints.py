@@ -14,10 +14,11 @@ the world composes (the domain's modules plus its optional modules the company t
 say which worlds exist, never what is in one, so they are not part of any world's fingerprint.
 
 The engine's code is hashed the same way: every module under worldfactory/ except the applications
-around the build (NOT_WORLD_CODE), which read or ship worlds but never write a byte of one. Editing
-the CLI's help text or the catalog site marks no world stale; editing a generator or a stage marks
-them all stale. The Dagster layer (pipelines/, assets/, resources/) lies outside worldfactory/ and
-is never hashed: it only orders the engine's stages.
+around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, the evaluation runs' diagnosis),
+which read or ship worlds but never write a byte of one. Editing the CLI's help text or the catalog
+site marks no world stale; editing a generator or a stage marks them all stale. The Dagster layer
+(pipelines/, assets/, resources/) lies outside worldfactory/ and is never hashed: it only orders the
+engine's stages.
 """
 
 from __future__ import annotations
@@ -35,16 +36,21 @@ from worldfactory.templates import REGISTRY_FILE, TemplateSet
 
 NOT_INPUTS = frozenset({"catalog.yaml", REGISTRY_FILE})  # which worlds exist, never what is in one
 
-# The modules and packages of worldfactory/ (by top-level name: `cli` is cli.py or a cli/ package) that
-# the engine fingerprint leaves out, and why. A world's build never imports them (tests/test_fingerprints.py
-# follows the build's imports to check it), so no edit to them can change a world's bytes. Every other
-# module is in: a new module is hashed unless it is named here.
+# The modules and packages of worldfactory/ that the engine fingerprint leaves out, and why, by dotted path
+# under worldfactory (`cli` is cli.py or a cli/ package, `evals.stats` is evals/stats.py). A world's build
+# never imports them (tests/test_fingerprints.py follows the build's imports to check it), so no edit to them
+# can change a world's bytes. Every other module is in: a new module is hashed unless it is named here.
 NOT_WORLD_CODE: dict[str, str] = {
     "cli": "the command line: parses arguments, prints tables, and calls build_world or the Dagster driver",
+    "cli_eval": "the `eval` commands: evaluation runs over published worlds",
+    "cli_audit": "the `audit` command: prints the realism audit of published worlds",
+    "errors": "the errors the CLI prints plainly: a list of the engine's error classes",
     "site": "the catalog site: reads published bundles and catalog rows",
     "adapters": "exports to RL trainers: read published bundles",
     "images": "container images of the engine and of published worlds: package bundles, never write them",
     "env": "the RL environment over a published world: serves a bundle",
+    "evals.causes": "why an evaluation run's episodes failed: reads its traces",
+    "evals.stats": "confidence intervals over an evaluation run's rewards",
     "parallel": "the process pool that runs builds side by side: the same bytes as one at a time",
     "registry": "which worlds should exist, never what is in one (as catalog.yaml and registry.yaml)",
     "dryrun": "check-pack's dry run: builds a pack's small world in a temporary folder, never a published one",
@@ -53,10 +59,15 @@ NOT_WORLD_CODE: dict[str, str] = {
 }
 
 
+def left_out(relative: Path) -> bool:
+    """Whether a source file (relative to worldfactory/) lies in a module or package NOT_WORLD_CODE names."""
+    parts = relative.with_suffix("").parts
+    return any(".".join(parts[:i]) in NOT_WORLD_CODE for i in range(1, len(parts) + 1))
+
+
 def engine_module_files(package: Path) -> list[Path]:
     """The engine's world-building source files under a worldfactory/ folder: its .py files, less NOT_WORLD_CODE."""
-    return [p for p in sorted(package.rglob("*.py"))
-            if p.relative_to(package).parts[0].removesuffix(".py") not in NOT_WORLD_CODE]
+    return [p for p in sorted(package.rglob("*.py")) if not left_out(p.relative_to(package))]
 
 
 def source_fingerprint(package: Path) -> str:
