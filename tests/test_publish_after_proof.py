@@ -22,7 +22,7 @@ from worldfactory_dagster.pipelines.definitions import make_definitions
 from worldfactory_dagster.resources.world_store import WorldStore
 
 PLANTED = "planted fault: bundle_complete fails"
-WORLD_ROWS = ("worlds", "tasks", "rollouts", "traces")  # the rows of a published world (costs record any build)
+WORLD_ROWS = ("worlds", "tasks", "rollouts", "traces", "bands")  # a published world's rows (costs: any build's)
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
 
 
@@ -65,6 +65,17 @@ def test_engine_keeps_the_previous_bundle_and_rows_when_bundle_complete_fails(
     assert _published(data, wid) == before
     assert (data / "worlds" / wid / "world.json").stat().st_ino == inode, "the bundle was published again"
     assert not list((data / "worlds").glob(".*")), "a staging folder was left behind"
+
+
+def test_engine_publishes_nothing_for_a_new_world_when_bundle_complete_fails(
+        tmp_path: Path, small_templates: Path, planted: None) -> None:
+    wid = SMALL[1]
+    data = tmp_path / "data"
+    with pytest.raises(StageFailed, match=PLANTED):
+        build_world(wid, data, templates=load_templates(small_templates))
+    assert _published(data, wid) == {"bundle": {}, **{t: {} for t in WORLD_ROWS}}
+    assert not (data / "worlds").exists() or not any((data / "worlds").iterdir()), "something was left in worlds/"
+    assert (data / "catalog" / "costs" / f"world_id={wid}").is_dir()  # what the failed build spent is kept
 
 
 def test_dagster_publishes_nothing_when_bundle_complete_fails(tmp_path: Path, small_templates: Path,
