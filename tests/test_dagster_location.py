@@ -14,17 +14,20 @@ from tests.conftest import PYTHON, ROOT
 
 GENERIC = ("assets", "resources", "pipelines")
 OUTSIDE = """
-import importlib.util, json
-found = {}
+import importlib, importlib.util, json, sys
+found, users = {}, {}
 for name in ("assets", "resources", "pipelines"):
     try:
         spec = importlib.util.find_spec(name)
     except ModuleNotFoundError:
         spec = None
     found[name] = spec.origin if spec is not None else None
+sys.path.insert(0, sys.argv[1])  # a user's own modules by those names, as another project would have them
+for name in ("assets", "resources", "pipelines"):
+    users[name] = importlib.import_module(name).MARK
 import worldfactory_dagster.pipelines.definitions as definitions
 import worldfactory_dagster.pipelines.runner as runner
-print(json.dumps({"found": found, "definitions": definitions.__file__, "runner": runner.__file__,
+print(json.dumps({"found": found, "users": users, "definitions": definitions.__file__, "runner": runner.__file__,
                   "job": definitions.defs.resolve_job_def("world_build").name,
                   "workspace": str(runner.workspace_file())}))
 """
@@ -32,14 +35,23 @@ print(json.dumps({"found": found, "definitions": definitions.__file__, "runner":
 
 def test_generic_names_do_not_resolve_to_ours_outside_the_repository(tmp_path: Path) -> None:
     """From a folder outside the repository, `import resources` (assets, pipelines) finds nothing of
-    ours, while the code location loads by its installed name, with the CLI's driver beside it."""
+    ours; a user's own modules by those names are what the import gets, while the code location loads
+    beside them by its installed name, with the CLI's driver."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["DAGSTER_HOME"] = str(tmp_path / "home")
-    r = subprocess.run([PYTHON, "-c", OUTSIDE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    user = tmp_path / "user"
+    (user / "resources").mkdir(parents=True)  # a package, and two plain modules
+    marks = {name: f"the user's {name}" for name in GENERIC}
+    (user / "resources" / "__init__.py").write_text(f"MARK = {marks['resources']!r}\n")
+    for name in ("assets", "pipelines"):
+        (user / f"{name}.py").write_text(f"MARK = {marks[name]!r}\n")
+    r = subprocess.run([PYTHON, "-c", OUTSIDE, str(user)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     ours = {name: origin for name, origin in out["found"].items() if origin and str(ROOT) in origin}
     assert not ours, f"generic top-level names resolve to this project's folders: {ours}"
+    assert out["users"] == marks
     assert Path(out["definitions"]).parent == ROOT / "pipelines"
     assert Path(out["runner"]).parent == ROOT / "pipelines" and out["job"] == "world_build"
     assert Path(out["workspace"]) == ROOT / "workspace.yaml"
