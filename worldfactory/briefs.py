@@ -25,6 +25,14 @@ FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\r?\n(?P<head>.*?)^---[ \t]*(?:\r?\n|\
 SUFFIXES = (".yaml", ".md")
 MAX_SCALE = 2.5  # a brief's scale at most (the national company type is 1.6); rows stay under the seed's bounds
 MAX_MIX = 8.0  # a family's quota at most this many times its own
+# The model that drafts a free-text brief's pack: an input of such a world (another model drafts another
+# pack, so the fingerprint hashes its name). Here, below the drafting layer, so that fingerprints can read it.
+ENV_MODEL = "WORLDFACTORY_LLM_MODEL"
+
+
+def model_from_env() -> str:
+    """The drafting model's name ($WORLDFACTORY_LLM_MODEL), empty when none is set."""
+    return os.environ.get(ENV_MODEL, "").strip()
 
 
 class BriefFile(Strict):

@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 import worldfactory
-from worldfactory.briefs import TextBrief
+from worldfactory.briefs import TextBrief, model_from_env
 from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE
 from worldfactory.templates import REGISTRY_FILE, TemplateSet
 
@@ -177,7 +177,5 @@ def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: 
                                                                                         briefs_dir)]
     parts.append(f"brief\0{brief_file_digest(world_id, briefs_dir)}")
     if _text_brief(templates, world_id, briefs_dir) is not None:  # another model drafts another pack
-        from worldfactory.drafting.config import model_from_env
-
         parts.append(f"model\0{model_from_env()}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

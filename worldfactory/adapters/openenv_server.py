@@ -172,7 +172,7 @@ def create_openenv_app(world: Any, max_sessions: int = 1000) -> Any:
     `max_sessions` concurrent `/ws` sessions, each its own episode."""
     if isinstance(world, str | Path):
         from worldfactory import confine
-        from worldfactory.cli import resolve_world
+        from worldfactory.data_root import resolve_world
 
         world = confine.open_world(resolve_world(str(world)))
     return create_fastapi_app(lambda: WorldOpenEnv(world), Action, Observation, max_concurrent_envs=max_sessions)

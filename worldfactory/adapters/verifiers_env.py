@@ -83,7 +83,7 @@ class WorldTask(vf.Task[WorldTaskData]):
 
 def _open_world(ref: str) -> Any:
     from worldfactory import confine
-    from worldfactory.cli import resolve_world
+    from worldfactory.data_root import resolve_world
 
     return confine.open_world(resolve_world(ref))
 

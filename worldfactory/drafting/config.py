@@ -15,11 +15,12 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from worldfactory.briefs import ENV_MODEL as ENV_MODEL  # where the CLI and the client read it
+from worldfactory.briefs import model_from_env
 from worldfactory.stages.core import StageError
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
-ENV_MODEL = "WORLDFACTORY_LLM_MODEL"
 ENV_OFFLINE = "WORLDFACTORY_LLM_OFFLINE"
 ENV_CACHE = "WORLDFACTORY_LLM_CACHE"
 ENV_MAX_REPAIRS = "WORLDFACTORY_LLM_MAX_REPAIRS"
@@ -65,10 +66,6 @@ class LLMConfig(BaseModel):
         if price is None:
             return 0.0
         return round((prompt_tokens * price.input_per_mtok + completion_tokens * price.output_per_mtok) / 1e6, 8)
-
-
-def model_from_env() -> str:
-    return os.environ.get(ENV_MODEL, "").strip()
 
 
 def load_prices(path: Path) -> dict[str, Price]:
