@@ -1,4 +1,4 @@
-"""The README's screenshots, from the worlds built now: docs/world-page.png and docs/catalog-site.png.
+"""The screenshots of docs/worlds.md, from the worlds built now: docs/world-page.png and docs/catalog-site.png.
 
 `make screenshots` builds the example worlds (if not current) and runs this: a world's page (its
 bundle's index.html) and the catalog site (a static export of `worldfactory site`) in headless

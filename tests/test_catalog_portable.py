@@ -1,7 +1,7 @@
 """The catalog's DuckDB file survives a moved data folder, and `query` prints csv, json or a table.
 
 Real Parquet rows (the catalog's own writer) and real DuckDB; the file is opened the two ways the
-README gives: from the data root, and with `file_search_path` set to it.
+docs/catalogs.md gives: from the data root, and with `file_search_path` set to it.
 """
 
 import csv

@@ -213,12 +213,12 @@ def test_world_open_resolves_a_world_id_as_the_cli_does(small_data: Path, tmp_pa
 # --- the world server's port ---------------------------------------------------------------------------------
 
 def test_serve_default_port_is_not_the_model_servers() -> None:
-    readme = (ROOT / "README.md").read_text()
-    model_ports = set(re.findall(r"--base-url http://127\.0\.0\.1:(\d+)/v1", readme))
-    assert "8000" in model_ports  # the README's model server (vLLM)
+    docs = "".join(p.read_text() for p in (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))))
+    model_ports = set(re.findall(r"--base-url http://127\.0\.0\.1:(\d+)/v1", docs))
+    assert "8000" in model_ports  # the docs' model server (vLLM)
     port = cli.parser().parse_args(["serve", WORLD]).port
     assert str(port) not in model_ports
-    serve_lines = [line for line in readme.splitlines() if "serve" in line and "--transport http" in line]
+    serve_lines = [line for line in docs.splitlines() if "serve" in line and "--transport http" in line]
     assert serve_lines and any(f":{port}/mcp" in line for line in serve_lines)
 
 
@@ -282,13 +282,13 @@ def test_ui_stops_every_dagster_process_on_a_signal(sig: signal.Signals, tmp_pat
             wrapper.kill()
 
 
-# --- the README's screenshots ---------------------------------------------------------------------------------
+# --- the docs' screenshots (docs/worlds.md) ------------------------------------------------------------------------
 
 @pytest.mark.skipif(shutil.which("chromium") is None and shutil.which("chromium-browser") is None,
                     reason="headless Chromium (Debian package `chromium`) is not installed")
 def test_screenshots_are_made_from_the_current_build(small_data: Path, tmp_path: Path) -> None:
     assert "screenshots:" in (ROOT / "Makefile").read_text()
-    assert "make screenshots" in (ROOT / "README.md").read_text()
+    assert "make screenshots" in (ROOT / "docs" / "worlds.md").read_text()
     r = subprocess.run([PYTHON, str(ROOT / "docs" / "screenshots.py"), "--data", str(small_data), "--world", WORLD,
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr

@@ -67,9 +67,9 @@ def test_a_published_bundle_holds_exactly_the_stages_files(worlds_dir: Path) -> 
 
 def test_docs_list_the_stages_in_registry_order() -> None:
     order = [s.name for s in STAGES]
-    readme = (ROOT / "README.md").read_text()
-    chain = re.search(r"`world_brief` ->.*?`world_bundle`", readme, re.S)
-    assert chain is not None, "README: the pipeline's chain of stages is missing"
+    pipeline = (ROOT / "docs" / "dagster.md").read_text()
+    chain = re.search(r"`world_brief` ->.*?`world_bundle`", pipeline, re.S)
+    assert chain is not None, "docs/dagster.md: the pipeline's chain of stages is missing"
     assert re.findall(r"`(\w+)`", chain.group(0)) == order
     arch = (ROOT / "docs" / "architecture.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| `(\w+)` \|", arch, re.M)

@@ -329,6 +329,6 @@ def query(data_root: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
             columns = [d[0] for d in cur.description or []]
             return columns, cur.fetchall()
         except duckdb.Error as exc:
-            raise CatalogError(f"{exc}; tables: {', '.join(TABLES)} (see README, 'Catalogs')") from None
+            raise CatalogError(f"{exc}; tables: {', '.join(TABLES)} (see docs/catalogs.md)") from None
     finally:
         con.close()

@@ -1,8 +1,9 @@
-"""The README's `podman run` line, exactly as written there, in a clean environment (`make test-images`).
+"""The docs' `podman run` line (docs/images.md), exactly as written there, in a clean environment (`make
+test-images`).
 
-The command is read out of README.md (never retyped here), the example image's real tag takes the place of
-the README's `<tag>`, and it runs with an environment that has no CONTAINERS_CONF: what a new shell has. The
-container must answer /healthz as the README's world, and list the bundle's tools over MCP from the host.
+The command is read out of docs/images.md (never retyped here), the example image's real tag takes the place
+of its `<tag>`, and it runs with an environment that has no CONTAINERS_CONF: what a new shell has. The
+container must answer /healthz as the page's world, and list the bundle's tools over MCP from the host.
 A second run adds low limits (1,024 open files and processes): the image needs no raised rlimit.
 """
 
@@ -35,15 +36,15 @@ CLEAN_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
              "HOME": os.environ.get("HOME", "/root")}  # a new shell's: no CONTAINERS_CONF, no DOCKER_HOST
 
 
-def readme_command(engine: str = "podman", readme: Path = ROOT / "README.md") -> list[str]:
-    """The argv of the README's first `<engine> run` line in a ```bash block: continuation lines joined,
+def readme_command(engine: str = "podman", readme: Path = ROOT / "docs" / "images.md") -> list[str]:
+    """The argv of the page's first `<engine> run` line in a ```bash block: continuation lines joined,
     the trailing comment dropped."""
     for block in re.findall(r"```bash\n(.*?)```", readme.read_text(), flags=re.S):
         joined = re.sub(r"\\\n\s*", " ", block)
         for line in joined.splitlines():
             if line.startswith(f"{engine} run "):
                 return shlex.split(line, comments=True)
-    raise AssertionError(f"README.md has no `{engine} run` line in a bash block")
+    raise AssertionError(f"{readme.relative_to(ROOT)} has no `{engine} run` line in a bash block")
 
 
 def token(argv: list[str]) -> str | None:
@@ -63,7 +64,7 @@ def host_port(argv: list[str]) -> int:
 
 @pytest.fixture(scope="module")
 def command(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[str], str, Path]:
-    """The README's argv with the real tag of its example world's image (built here if `make images` did not),
+    """The page's argv with the real tag of its example world's image (built here if `make images` did not),
     the image reference and the bundle."""
     argv = readme_command()
     [placeholder] = [a for a in argv if a.endswith(f":{PLACEHOLDER}")]
@@ -83,7 +84,7 @@ def _run(argv: list[str], image: str, bundle: Path, log: Path) -> None:
     port = host_port(argv)
     with socket.socket() as s:  # another server there would answer for the container
         if s.connect_ex(("127.0.0.1", port)) == 0:
-            pytest.fail(f"port {port}, which the README's command publishes, is already in use on this host")
+            pytest.fail(f"port {port}, which the documented command publishes, is already in use on this host")
     client: docker.DockerClient = connect()
     before = {c.id for c in client.containers.list(all=True, filters={"ancestor": image})}
     with log.open("wb") as out:
