@@ -14,8 +14,8 @@ the world composes (the domain's modules plus its optional modules the company t
 say which worlds exist, never what is in one, so they are not part of any world's fingerprint.
 
 The engine's code is hashed the same way: every module under worldfactory/ except the applications
-around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, the evaluation runs' diagnosis),
-which read or ship worlds but never write a byte of one. Editing the CLI's help text or the catalog
+around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, check-pack's dry run), which
+read or ship worlds but never write a byte of one. Editing the CLI's help text or the catalog
 site marks no world stale; editing a generator or a stage marks them all stale. The Dagster layer
 (pipelines/, assets/, resources/) lies outside worldfactory/ and is never hashed: it only orders the
 engine's stages.
@@ -49,8 +49,6 @@ NOT_WORLD_CODE: dict[str, str] = {
     "adapters": "exports to RL trainers: read published bundles",
     "images": "container images of the engine and of published worlds: package bundles, never write them",
     "env": "the RL environment over a published world: serves a bundle",
-    "evals.causes": "why an evaluation run's episodes failed: reads its traces",
-    "evals.stats": "confidence intervals over an evaluation run's rewards",
     "parallel": "the process pool that runs builds side by side: the same bytes as one at a time",
     "registry": "which worlds should exist, never what is in one (as catalog.yaml and registry.yaml)",
     "dryrun": "check-pack's dry run: builds a pack's small world in a temporary folder, never a published one",
