@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import Tag, TypeAdapter
 
+from worldfactory.constraints import check_pack_constraints
 from worldfactory.expressions import is_expression, references
 from worldfactory.fill import fill
 from worldfactory.packsql import refusal
@@ -337,6 +338,8 @@ def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
                     f"{', '.join(c.name for c in missing)}")
     if t.notify is not None:
         _check_notify(rep, f"{base}.notify", t, cols, scope)
+    for loc, msg in check_pack_constraints(t, scope.tables, scope.rules, scope.anchor):
+        rep.add(f"{base}.{loc}", msg)
     wf = t.workflow
     if wf is None:
         return
