@@ -77,7 +77,9 @@ def applies(spec: WorldSpec, table: TableDef, c: Constraint) -> bool:
     if isinstance(c, LimitC):
         return c.limit in names and c.rule in spec.brief.rules
     if isinstance(c, CategoryC):
-        return {c.category, c.by} <= names
+        ref, _, attr = c.by.partition(".")
+        parent = _ref_table(spec, table, ref) if attr else None
+        return {c.category, ref} <= names and (not attr or (parent is not None and spec.has_table(parent)))
     ref = c.ref if isinstance(c, BandC) else c.refers if isinstance(c, RefersC) else c.as_.split(".")[0]
     parent = _ref_table(spec, table, ref)
     return parent is not None and spec.has_table(parent)
@@ -93,6 +95,13 @@ def _within(col: ColumnDef, rng: random.Random, lo: float, hi: float) -> float |
         a, b = math.ceil(lo), math.floor(hi)
         return rng.randint(a, b) if a <= b else int(round(hi))
     return round(rng.uniform(lo, hi), 2)
+
+
+def _scale(lines: list[dict[str, Any]], col: str, want: float, have: float) -> None:
+    """Scale the lines' amounts to sum to `want` in cents, the rounding left on the last line."""
+    for line in lines:
+        line[col] = round(float(line[col]) * want / have, 2)
+    lines[-1][col] = round(want - sum(float(x[col]) for x in lines[:-1]), 2)
 
 
 class Fitter:
@@ -131,14 +140,20 @@ class Fitter:
                 if not isinstance(c, TotalC):
                     continue
                 child, col, by = lines_of(self.spec, table, c)  # type: ignore[misc]
-                sums: dict[int, float] = {}
+                lines: dict[int, list[dict[str, Any]]] = {}
                 for line in self.rows.get(child, []):
                     if line.get(by) is not None and line.get(col) is not None:
-                        sums[line[by]] = sums.get(line[by], 0.0) + float(line[col])
+                        lines.setdefault(line[by], []).append(line)
                 target = table.column(c.total)
                 for row in self.rows.get(table.name, []):
-                    if row["id"] in sums and _holds(row, c.when):
-                        row[c.total] = _rounded(target, sums[row["id"]])
+                    mine = lines.get(row["id"])
+                    if not mine or not _holds(row, c.when):
+                        continue
+                    total = sum(float(x[col]) for x in mine)
+                    if c.adjust == "lines" and row.get(c.total) is not None and total > 0:
+                        _scale(mine, col, float(row[c.total]), total)
+                    else:
+                        row[c.total] = _rounded(target, total)
 
     def _band(self, table: TableDef, c: BandC, row: dict[str, Any]) -> None:
         parent = self._parent(_ref_table(self.spec, table, c.ref), row.get(c.ref))
@@ -165,7 +180,13 @@ class Fitter:
         row[c.limit] = _within(col, self.rng, max(floor, cap / 2), cap)
 
     def _category(self, table: TableDef, c: CategoryC, row: dict[str, Any]) -> None:
-        kind, value = row.get(c.by), row.get(c.category)
+        ref, _, attr = c.by.partition(".")
+        if attr:
+            parent = self._parent(_ref_table(self.spec, table, ref), row.get(ref))
+            kind = parent.get(attr) if parent is not None else None
+        else:
+            kind = row.get(c.by)
+        value = row.get(c.category)
         if value is None:
             return
         if c.ranges is not None and kind in c.ranges:
@@ -209,7 +230,7 @@ def _target(c: Constraint) -> tuple[str, tuple[str, ...]]:
     if isinstance(c, LimitC):
         return c.limit, ((c.unless,) if c.unless else ())
     if isinstance(c, CategoryC):
-        return c.category, (c.by,)
+        return c.category, (c.by.split(".")[0],)
     if isinstance(c, RefersC):
         return c.refers, ()
     if isinstance(c, SameC):
@@ -282,7 +303,10 @@ def _check_limit(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: Limi
 def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: CategoryC, i: int) -> list[Broken]:
     cond, params = _where("r", c.when)
     out: list[Broken] = []
-    sql = f"SELECT r.id, r.{c.by}, r.{c.category} FROM {t.name} r WHERE r.{c.category} IS NOT NULL{cond} ORDER BY r.id"
+    ref, _, attr = c.by.partition(".")
+    kind, join = (f"p.{attr}", f" JOIN {_ref_table(spec, t, ref)} p ON p.id = r.{ref}") if attr else (f"r.{c.by}", "")
+    sql = (f"SELECT r.id, {kind}, r.{c.category} FROM {t.name} r{join} WHERE r.{c.category} IS NOT NULL{cond} "
+           f"ORDER BY r.id")
     for rid, kind, value in conn.execute(sql, params):
         if c.ranges is not None and kind in c.ranges:
             lo, hi = c.ranges[kind]
@@ -401,13 +425,18 @@ def check_pack_constraints(t: TableDef, tables: dict[str, TableDef], rules: set[
                                 "boolean column that marks an allowed exception"))
         elif isinstance(c, CategoryC):
             target = column(f"{loc}.category", c.category, t, numeric=c.ranges is not None)
-            by = column(f"{loc}.by", c.by, t)
+            ref, _, attr = c.by.partition(".")
+            if attr:
+                p = parent(f"{loc}.by", ref)
+                by = column(f"{loc}.by", attr, p) if p is not None else None
+            else:
+                by = column(f"{loc}.by", c.by, t)
             field = "ranges" if c.ranges is not None else "allowed"
             kinds = c.ranges if c.ranges is not None else c.allowed or {}
             if by is not None and by.enum:
                 for k in kinds:
                     if k not in by.enum:
-                        out.append((f"{loc}.{field}.{k}", f"'{k}' is not a value of {t.name}.{c.by}; known: "
+                        out.append((f"{loc}.{field}.{k}", f"'{k}' is not a value of {c.by}; known: "
                                     f"{', '.join(by.enum)}"))
             if target is not None and target.enum and c.allowed:
                 for k, vals in c.allowed.items():

@@ -360,11 +360,14 @@ RowFilter = dict[str, list[Scalar]]  # column -> the values it must hold for the
 
 class TotalC(Strict):
     """A column equals the sum of its lines' column: {total: amount, of: invoice_lines.line_total}; `by` is the
-    lines' column that refers to this table (default: their only reference to it). Rows without lines keep theirs."""
+    lines' column that refers to this table (default: their only reference to it). Rows without lines keep theirs.
+    The generator sets the total to the lines' sum, or with `adjust: lines` scales the lines to the drawn total
+    (a paycheck's gross pay stays as drawn, so its net pay, drawn from it, still fits)."""
 
     total: str = Field(pattern=NAME_PATTERN)
     of: str = Field(pattern=r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
     by: str | None = None
+    adjust: Literal["total", "lines"] = "total"
     when: RowFilter = Field(default_factory=dict)
 
 
@@ -396,10 +399,11 @@ class LimitC(Strict):
 
 class CategoryC(Strict):
     """Values that depend on a kind: {category: weight_kg, by: kind, ranges: {parcel: [0.1, 30]}} or
-    {category: treatment, by: kind, allowed: {dental: [cleaning, filling]}}; kinds not listed are free."""
+    {category: treatment, by: kind, allowed: {dental: [cleaning, filling]}}; kinds not listed are free. `by` may
+    read the kind from a referenced row: {category: incident_type, by: policy_id.line, allowed: {...}}."""
 
     category: str = Field(pattern=NAME_PATTERN)
-    by: str = Field(pattern=NAME_PATTERN)
+    by: str = Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?$")
     ranges: dict[str, tuple[float, float]] | None = None
     allowed: dict[str, list[Scalar]] | None = None
     when: RowFilter = Field(default_factory=dict)
