@@ -194,3 +194,29 @@ def test_a_declaration_of_an_unknown_kind_or_shape_names_the_file_and_field(tmp_
     root = _templates_with_claims_constraint(tmp_path / "b", {"band": "amount_claimed", "ref": "policy_id"})
     with pytest.raises(TemplateError, match=r"insurance-claims.yaml.*constraints\[0\].*a band needs 'min' or 'max'"):
         load_templates(root)
+
+
+def test_a_shared_modules_note_reads_like_the_domain_it_joins() -> None:
+    """DomainPack.texts: payroll's notes are drawn from payroll's wording, not the shared customer-service lines."""
+    ts = load_templates()
+    spec = build_spec(expand_world("payroll.regional--v001", ts), ts)
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(build_seed_db(spec, ts.vocabulary))
+    bodies = {b for (b,) in conn.execute("SELECT body FROM notes")}
+    assert bodies and bodies <= set(ts.domains["payroll"].texts["notes.body"]), bodies - set(
+        ts.domains["payroll"].texts["notes.body"])
+    assert not bodies & set(ts.vocabulary.sentences)
+
+
+@pytest.mark.parametrize(("key", "message"), [("paychecks.note", "'paychecks' is not a table of a shared module"),
+                                              ("notes.subject_id", "'subject_id' is not a free-text column of notes")])
+def test_a_text_for_something_that_is_not_a_modules_free_text_names_the_file_and_field(
+        tmp_path: Path, key: str, message: str) -> None:
+    root = tmp_path / "templates"
+    shutil.copytree(ROOT / "world_templates", root)
+    path = root / "domains" / "payroll.yaml"
+    pack = yaml.safe_load(path.read_text())
+    pack["texts"][key] = ["One.", "Two."]
+    path.write_text(yaml.safe_dump(pack, sort_keys=False))
+    with pytest.raises(TemplateError, match=rf"domains/payroll.yaml: field 'texts.{key}': {message}"):
+        load_templates(root)

@@ -662,6 +662,11 @@ class DomainPack(Strict):
     rules: list[Rule] = Field(default_factory=list)
     invariants: list[Invariant] = Field(default_factory=list)
     derive: list[str] = Field(default_factory=list)  # SQL run after seeding, e.g. order totals
+    # The domain's own wording for a shared module's free text, "<table>.<column>": the texts it draws from
+    # ({"notes.body": ["Corrected the overtime rate on the paycheck.", ...]}), so a note reads like this trade.
+    texts: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")],
+                Annotated[list[Annotated[str, Field(min_length=1, max_length=300)]], Field(min_length=2)]] = Field(
+        default_factory=dict)
 
     @property
     def trade_word(self) -> str:
