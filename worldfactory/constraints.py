@@ -114,6 +114,21 @@ class Fitter:
         self.rows = rows
         self.active: dict[str, list[Constraint]] = {
             t.name: [c for c in t.constraints if applies(spec, t, c)] for t in spec.tables}
+        # per table: the per-row constraints in declaration order, each as (constraint, its fit, the column it
+        # changes, the columns it reads, its `when` with booleans as stored), looked up by changed column too
+        self.plans: dict[str, list[tuple[Any, Callable[..., None], str, tuple[str, ...], dict[str, list[Any]]]]] = {}
+        self.by_target: dict[str, set[str]] = {}
+        for name, cs in self.active.items():
+            plan = []
+            for c in cs:
+                if isinstance(c, TotalC):
+                    continue
+                target, needs = _target(c)
+                when = {k: [_norm(v) for v in vals] for k, vals in c.when.items()}
+                plan.append((c, _FIT[constraint_kind(c)], target, (*needs, *when), when))
+            if plan:
+                self.plans[name] = plan
+                self.by_target[name] = {p[2] for p in plan}
 
     def _parent(self, table: str | None, pid: Any) -> dict[str, Any] | None:
         rows = self.rows.get(table or "")
@@ -124,14 +139,14 @@ class Fitter:
     def fit_row(self, table: TableDef, row: dict[str, Any], drawn: str | None = None) -> None:
         """Fit the row to its per-row constraints: those on column `drawn` whose inputs the row already has
         (so values derived from it follow, as a fraction_of the fitted amount does), or all with drawn=None."""
-        for c in self.active.get(table.name, []):
-            if isinstance(c, TotalC):
+        plan = self.plans.get(table.name)
+        if plan is None or (drawn is not None and drawn not in self.by_target[table.name]):
+            return
+        for c, fit, target, reads, when in plan:
+            if drawn is not None and (target != drawn or not all(k in row for k in reads)):
                 continue
-            target, needs = _target(c)
-            if drawn is not None and (target != drawn or not all(k in row for k in (*needs, *c.when))):
-                continue
-            if _holds(row, c.when):
-                _FIT[constraint_kind(c)](self, table, c, row)
+            if all(row.get(k) in vals for k, vals in when.items()):
+                fit(self, table, c, row)
 
     def fit_totals(self) -> None:
         """Set every `total` to the sum of its lines, lines before their parents (a nested total sums fitted lines)."""

@@ -258,6 +258,7 @@ def _when_holds(col: ColumnDef, row: dict[str, Any]) -> bool:
 def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
               unique_seen: dict[str, set[Any]], fitter: Fitter | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"id": n}
+    fitted = fitter.by_target.get(table.name, set()) if fitter is not None else set()
     plain = [c for c in table.columns if not c.when]
     conditional = [c for c in table.columns if c.when]
     for col in plain + conditional:
@@ -282,9 +283,9 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
         if col.unique:
             unique_seen[col.name].add(value)
         row[col.name] = value
-        if fitter is not None:  # fit now, so columns drawn from this one (fraction_of, copy) follow it
-            fitter.fit_row(table, row, col.name)
-    if fitter is not None:
+        if col.name in fitted:  # fit now, so columns drawn from this one (fraction_of, copy) follow it
+            fitter.fit_row(table, row, col.name)  # type: ignore[union-attr]
+    if fitter is not None and table.name in fitter.plans:
         fitter.fit_row(table, row)  # those whose inputs came later (a contact drawn after its account)
     gen.keep_dates(table, row, parent, plain + conditional)  # once the row's status and references are known
     return row
