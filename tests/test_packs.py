@@ -140,7 +140,7 @@ def test_broken_pack_names_file_and_field(tmp_path: Path, case: str, old: str, n
 
 def test_module_and_company_type_references(tmp_path: Path) -> None:
     root = _templates(tmp_path)
-    module = _break(root, "rule: invoice_void_limit", "rule: void_limit", "modules/billing.yaml")
+    module = _break(root, 'op: "<=", rule: invoice_void_limit', 'op: "<=", rule: void_limit', "modules/billing.yaml")
     ctype = root / "company_types" / "startup.yaml"
     data = yaml.safe_load(ctype.read_text())
     data["rule_factors"] = {"no_such_rule": 2.0}

@@ -9,6 +9,9 @@ rules in `MEANING_RULES`, the one place they live. Three rules are checked over 
   contact created before its account, a claim filed before its policy starts);
 - `done_but_ahead`: a row whose status says the work is done has a plan date after the clock (a
   completed booking scheduled next month).
+
+Then the cross-record constraints the tables declare (worldfactory/constraints.py), one rule per kind:
+`total`, `band`, `limit`, `category`, `refers`, `same`.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from worldfactory.spec import ColumnDef, DateMeaning, TableDef, WorldSpec
+from worldfactory.constraints import check as check_constraints
+from worldfactory.spec import CONSTRAINT_KINDS, ColumnDef, DateMeaning, TableDef, WorldSpec
 
 # First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
 MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
@@ -43,7 +47,7 @@ STAFF_TABLES = frozenset({"users"})
 ACTOR_REF = r"_by$|^(author|sender|actor|user)_id$"
 # a plan date that begins a record (a policy's start; not a work order's planned start, which notes precede)
 ORIGIN_PLAN = r"^(start_date|starts_on|period_start)$"
-RULES = ("event_after_today", "event_before_parent", "done_but_ahead")
+RULES = ("event_after_today", "event_before_parent", "done_but_ahead", *CONSTRAINT_KINDS)
 PER = 1000
 
 
@@ -122,7 +126,8 @@ def parent_refs(spec: WorldSpec, table: TableDef) -> list[tuple[str, str]]:
 
 
 def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
-    """Check every row of every table against the three rules; a row counts as checked when it has a date."""
+    """Check every row of every table against the date rules and its table's constraints; a row counts as
+    checked when it has a date or its table declares a constraint."""
     today = spec.brief.clock
     origins: dict[str, dict[int, str]] = {}
     for table in spec.tables:
@@ -134,6 +139,8 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
     for table in spec.tables:
         dates = [c for c in table.columns if c.type == "date"]
         if not dates:
+            if table.constraints:
+                checked += conn.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
             continue
         events = [c.name for c in dates if date_meaning(c) == "event"]
         plans = [c.name for c in dates if date_meaning(c) == "plan"]
@@ -167,6 +174,8 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
                         found.append(Violation(rule="done_but_ahead", table=table.name, row=rid, column=name,
                                                detail=f"{status} '{row[status]}' but {name} {when} is after "
                                                       f"today {today}"))
+    found += [Violation(rule=rule, table=table, row=rid, column=col, detail=detail)
+              for rule, table, rid, col, detail in check_constraints(spec, conn)]
     return AuditReport(world_id=spec.brief.world_id, clock=today, checked_rows=checked, violations=found)
 
 

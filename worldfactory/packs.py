@@ -23,6 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import Tag, TypeAdapter
 
+from worldfactory.constraints import check_pack_constraints
 from worldfactory.expressions import is_expression, references
 from worldfactory.fill import fill
 from worldfactory.packsql import refusal
@@ -337,6 +338,8 @@ def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
                     f"{', '.join(c.name for c in missing)}")
     if t.notify is not None:
         _check_notify(rep, f"{base}.notify", t, cols, scope)
+    for loc, msg in check_pack_constraints(t, scope.tables, scope.rules, scope.anchor):
+        rep.add(f"{base}.{loc}", msg)
     wf = t.workflow
     if wf is None:
         return
@@ -412,6 +415,17 @@ def check_domain(path: Path, domain: DomainPack, modules: dict[str, Module]) -> 
     if clash:
         rep.add("tables", f"tables also declared by a composed module: {', '.join(clash)}")
     tables.update({t.name: t for t in domain.tables})
+    for key in domain.texts:
+        name, _, column = key.partition(".")
+        where = next((m for m in domain.modules + domain.optional_modules if m in modules
+                      and any(t.name == name for t in modules[m].tables)), None)
+        col = next((c for c in tables[name].columns if c.name == column), None) if where else None
+        if where is None:
+            rep.add(f"texts.{key}", f"'{name}' is not a table of a shared module this pack composes; texts give a "
+                    f"module's free text this domain's wording")
+        elif col is None or col.type != "text" or col.enum:
+            rep.add(f"texts.{key}", f"'{column}' is not a free-text column of {name}; known: "
+                    f"{_known(c.name for c in tables[name].columns if c.type == 'text' and not c.enum)}")
     if domain.anchor not in own:
         rep.add("anchor", f"no table '{domain.anchor}' in this pack; known: {_known(own)}")
     scope = Scope(tables=tables, rules=rules, anchor=domain.anchor, where="in this pack or its modules")

@@ -350,6 +350,108 @@ class ColumnDef(Strict):
         return name.replace("_", " ")
 
 
+# --- cross-record constraints (see worldfactory/constraints.py) ----------------------------------
+# Declared per table as a one-kind mapping whose first key is its kind, like a generator:
+# {total: gross_pay, of: paycheck_lines.amount}. The seed generator fits rows to them and the realism
+# audit (worldfactory/audit.py) checks them over the seed, so a world's numbers agree with each other.
+
+RowFilter = dict[str, list[Scalar]]  # column -> the values it must hold for the constraint to apply
+
+
+class TotalC(Strict):
+    """A column equals the sum of its lines' column: {total: amount, of: invoice_lines.line_total}; `by` is the
+    lines' column that refers to this table (default: their only reference to it). Rows without lines keep theirs.
+    The generator sets the total to the lines' sum, or with `adjust: lines` scales the lines to the drawn total
+    (a paycheck's gross pay stays as drawn, so its net pay, drawn from it, still fits)."""
+
+    total: str = Field(pattern=NAME_PATTERN)
+    of: str = Field(pattern=r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+    by: str | None = None
+    adjust: Literal["total", "lines"] = "total"
+    when: RowFilter = Field(default_factory=dict)
+
+
+class BandC(Strict):
+    """A value within its parent's band: {band: salary, ref: position_id, min: min_salary, max: max_salary}."""
+
+    band: str = Field(pattern=NAME_PATTERN)
+    ref: str = Field(pattern=NAME_PATTERN)
+    min: str | None = None
+    max: str | None = None
+    when: RowFilter = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _a_bound(self) -> BandC:
+        if self.min is None and self.max is None:
+            raise ValueError("a band needs 'min' or 'max' (the parent's columns that bound the value)")
+        return self
+
+
+class LimitC(Strict):
+    """A value at most a rule's value on rows the rule governs: {limit: amount, rule: approval_limit,
+    when: {status: [approved]}}; `unless` names a boolean column that marks a row as an allowed exception."""
+
+    limit: str = Field(pattern=NAME_PATTERN)
+    rule: str = Field(pattern=NAME_PATTERN)
+    unless: str | None = None
+    when: RowFilter = Field(default_factory=dict)
+
+
+class CategoryC(Strict):
+    """Values that depend on a kind: {category: weight_kg, by: kind, ranges: {parcel: [0.1, 30]}} or
+    {category: treatment, by: kind, allowed: {dental: [cleaning, filling]}}; kinds not listed are free. `by` may
+    read the kind from a referenced row: {category: incident_type, by: policy_id.line, allowed: {...}}."""
+
+    category: str = Field(pattern=NAME_PATTERN)
+    by: str = Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?$")
+    ranges: dict[str, tuple[float, float]] | None = None
+    allowed: dict[str, list[Scalar]] | None = None
+    when: RowFilter = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_of(self) -> CategoryC:
+        if (self.ranges is None) == (self.allowed is None):
+            raise ValueError("a category constraint needs exactly one of 'ranges' or 'allowed'")
+        for kind, pair in (self.ranges or {}).items():
+            _ordered(pair, f"ranges.{kind}")
+        return self
+
+
+class RefersC(Strict):
+    """A reference respects the referenced row's state: {refers: user_id, to: {active: [true]},
+    when: {status: [scheduled]}} (no work scheduled for inactive staff)."""
+
+    refers: str = Field(pattern=NAME_PATTERN)
+    to: RowFilter = Field(min_length=1)
+    when: RowFilter = Field(default_factory=dict)
+
+
+class SameC(Strict):
+    """Ownership: a column equals a column of the row a reference points at: {same: account_id,
+    as: contact_id.account_id} (a contact's asset belongs to the contact's account)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    same: str = Field(pattern=NAME_PATTERN)
+    as_: str = Field(alias="as", pattern=r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
+    when: RowFilter = Field(default_factory=dict)
+
+
+CONSTRAINT_KINDS: dict[str, type[Strict]] = {
+    "total": TotalC, "band": BandC, "limit": LimitC, "category": CategoryC, "refers": RefersC, "same": SameC,
+}
+Constraint = Annotated[
+    Annotated[TotalC, Tag("total")] | Annotated[BandC, Tag("band")] | Annotated[LimitC, Tag("limit")]
+    | Annotated[CategoryC, Tag("category")] | Annotated[RefersC, Tag("refers")] | Annotated[SameC, Tag("same")],
+    Discriminator(lambda v: constraint_kind(v) if isinstance(v, BaseModel) else _gen_kind(v)),
+]
+
+
+def constraint_kind(c: Any) -> str:
+    """The kind of a constraint model ('total', 'band', ...)."""
+    return next((k for k, m in CONSTRAINT_KINDS.items() if isinstance(c, m)), "")
+
+
 class PerParent(Strict):
     """Generate rows of a child table for each parent row that matches `where`."""
 
@@ -467,6 +569,15 @@ class TableDef(Strict):
     fill: Literal["rules", "handbook"] | None = None  # filled by the engine (generate/handbook.py), not by generators
     description: str = ""
     notify: str | None = None  # a ref column: the party a record concerns, emailed at its `email` column
+    constraints: list[Constraint] = Field(default_factory=list)  # cross-record rules (worldfactory/constraints.py)
+
+    @model_serializer(mode="wrap")
+    def _without_no_constraints(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `constraints` out while empty, so tables that declare none keep their spec.json bytes."""
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("constraints"):
+            data.pop("constraints", None)
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> TableDef:
@@ -551,6 +662,11 @@ class DomainPack(Strict):
     rules: list[Rule] = Field(default_factory=list)
     invariants: list[Invariant] = Field(default_factory=list)
     derive: list[str] = Field(default_factory=list)  # SQL run after seeding, e.g. order totals
+    # The domain's own wording for a shared module's free text, "<table>.<column>": the texts it draws from
+    # ({"notes.body": ["Corrected the overtime rate on the paycheck.", ...]}), so a note reads like this trade.
+    texts: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")],
+                Annotated[list[Annotated[str, Field(min_length=1, max_length=300)]], Field(min_length=2)]] = Field(
+        default_factory=dict)
 
     @property
     def trade_word(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from worldfactory.spec import GEN_KINDS, NAMED_GENERATORS, CompanyType, DomainPack, Module, Vocabulary
+from worldfactory.spec import CONSTRAINT_KINDS, GEN_KINDS, NAMED_GENERATORS, CompanyType, DomainPack, Module, Vocabulary
 
 DEFAULT_TEMPLATES = Path(__file__).resolve().parent.parent / "world_templates"
 REGISTRY_FILE = "registry.yaml"
@@ -74,7 +74,10 @@ def _format_errors(path: Path, exc: ValidationError, data: Any) -> str:
             raw_loc = raw_loc[:-1]  # a pair given with one value: name the pair, not its missing item
             msg = f"expected a pair [low, high], got {err['input']!r}"
         loc = _readable_loc(raw_loc, data)
-        if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        if err["type"] in ("union_tag_invalid", "union_tag_not_found") and "constraints" in raw_loc:
+            msg = (f"unknown constraint {err['input']!r}: use a mapping whose first key is its kind, one of "
+                   f"{', '.join(repr(k) for k in CONSTRAINT_KINDS)}")
+        elif err["type"] in ("union_tag_invalid", "union_tag_not_found"):
             msg = (f"unknown generator {err['input']!r}: use a generator name "
                    f"({', '.join(NAMED_GENERATORS)}) or a mapping whose first key is one of "
                    f"{', '.join(GEN_KINDS)}")

@@ -16,6 +16,7 @@ from typing import Any
 
 from worldfactory import packsql
 from worldfactory.audit import audit_db, date_meaning, is_done, origin_column, parent_refs
+from worldfactory.constraints import Fitter
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.seeds import stage_rng
@@ -255,8 +256,9 @@ def _when_holds(col: ColumnDef, row: dict[str, Any]) -> bool:
 
 
 def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
-              unique_seen: dict[str, set[Any]]) -> dict[str, Any]:
+              unique_seen: dict[str, set[Any]], fitter: Fitter | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"id": n}
+    fitted = fitter.by_target.get(table.name, set()) if fitter is not None else set()
     plain = [c for c in table.columns if not c.when]
     conditional = [c for c in table.columns if c.when]
     for col in plain + conditional:
@@ -281,6 +283,10 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
         if col.unique:
             unique_seen[col.name].add(value)
         row[col.name] = value
+        if col.name in fitted:  # fit now, so columns drawn from this one (fraction_of, copy) follow it
+            fitter.fit_row(table, row, col.name)  # type: ignore[union-attr]
+    if fitter is not None and table.name in fitter.plans:
+        fitter.fit_row(table, row)  # those whose inputs came later (a contact drawn after its account)
     gen.keep_dates(table, row, parent, plain + conditional)  # once the row's status and references are known
     return row
 
@@ -353,14 +359,16 @@ def row_bound_problems(spec: WorldSpec) -> list[str]:
     return problems + ([total] if total else [])
 
 
-def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str, Any]]]:
-    """Every table's rows, in foreign-key order, from the generation seed."""
+def generate_rows(spec: WorldSpec, vocab: Vocabulary, fit: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """Every table's rows, in foreign-key order, from the generation seed; with `fit`, moved into the tables'
+    constraints (worldfactory/constraints.py) as they are drawn, totals once their lines are made."""
     problems = row_bound_problems(spec)
     if problems:
         raise TemplateError(f"domain pack '{spec.brief.domain}' (domains/{spec.brief.domain}.yaml or a module it "
                             f"composes): " + "; ".join(problems))
     gen = _Gen(spec, vocab, stage_rng(spec.brief.generation_seed, "data"))
     out: dict[str, list[dict[str, Any]]] = {}
+    fitter = Fitter(spec, gen.rng, out) if fit and any(t.constraints for t in spec.tables) else None
     for table in spec.tables:
         unique_seen: dict[str, set[Any]] = {c.name: set() for c in table.columns if c.unique}
         rows: list[dict[str, Any]] = []
@@ -373,25 +381,28 @@ def generate_rows(spec: WorldSpec, vocab: Vocabulary) -> dict[str, list[dict[str
             parents = [p for p in out[pp.table] if all(p.get(k) in v for k, v in pp.where.items())]
             for parent in parents:
                 for _ in range(gen.rng.randint(*pp.count)):
-                    rows.append(_make_row(gen, table, len(rows) + 1, parent, unique_seen))
+                    rows.append(_make_row(gen, table, len(rows) + 1, parent, unique_seen, fitter))
         else:
             count = table_rows(table, spec.brief.scale)
-            rows = [_make_row(gen, table, n, None, unique_seen) for n in range(1, count + 1)]
+            rows = [_make_row(gen, table, n, None, unique_seen, fitter) for n in range(1, count + 1)]
         out[table.name] = rows
         gen.ids[table.name] = [r["id"] for r in rows]
         origin = origin_column(table)
         if origin:
             gen.origins[table.name] = {r["id"]: r[origin] for r in rows if r.get(origin)}
+    if fitter is not None:
+        fitter.fit_totals()
     return out
 
 
-def build_seed_db(spec: WorldSpec, vocab: Vocabulary) -> bytes:
-    """Generate the seed database and return its bytes (deterministic for a given seed)."""
+def build_seed_db(spec: WorldSpec, vocab: Vocabulary, fit: bool = True) -> bytes:
+    """Generate the seed database and return its bytes (deterministic for a given seed); `fit=False` leaves
+    rows as drawn, for measuring what the constraints fix (bench/realism_bench.py)."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.executescript(schema_sql(spec))
-        rows = generate_rows(spec, vocab)
+        rows = generate_rows(spec, vocab, fit)
         conn.execute("BEGIN")
         for table in spec.tables:
             cols = ["id"] + [c.name for c in table.columns]
@@ -468,10 +479,11 @@ def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
         audit = audit_db(spec, conn)
         if audit.violations:
             shown = "; ".join(f"{v.rule}: {v.table} row {v.row}: {v.detail}" for v in audit.violations[:3])
-            raise SeedDataError(f"realism audit: {len(audit.violations)} dates break the world's clock or the order "
-                                f"of its records ({audit.by_rule()}), first: {shown}; declare a column's "
-                                f"date_meaning (event, plan, period) or draw its dates after its parent's and "
-                                f"at or before the clock")
+            raise SeedDataError(f"realism audit: {len(audit.violations)} dates or constraints break the world's clock, "
+                                f"the order of its records or the constraints its tables declare "
+                                f"({audit.by_rule()}), first: {shown}; declare a column's date_meaning (event, "
+                                f"plan, period), draw its dates after its parent's and at or before the clock, "
+                                f"or draw values that keep the table's constraints")
         counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
     finally:
         conn.close()

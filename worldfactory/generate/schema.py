@@ -41,6 +41,16 @@ def _resolve_table(table: TableDef, anchor: str) -> TableDef:
     return TableDef.model_validate(_resolve(data, anchor))
 
 
+def _worded(table: TableDef, texts: dict[str, list[str]]) -> TableDef:
+    """A shared module's table with the domain's own texts (DomainPack.texts) drawn for its free-text columns."""
+    mine = {key.split(".", 1)[1]: values for key, values in texts.items() if key.split(".", 1)[0] == table.name}
+    if not mine:
+        return table
+    columns = [c.model_copy(update={"gen": {"choice": list(mine[c.name])}}) if c.name in mine else c
+               for c in table.columns]
+    return table.model_copy(update={"columns": columns})
+
+
 def _order(tables: list[TableDef]) -> list[TableDef]:
     """Topological order by foreign keys, keeping declaration order where free."""
     by_name = {t.name: t for t in tables}
@@ -83,7 +93,7 @@ def build_spec(brief: Brief, templates: TemplateSet) -> WorldSpec:
     invariants = []
     for name in brief.modules:
         module = templates.modules[name]
-        tables += [_resolve_table(t, anchor) for t in module.tables]
+        tables += [_worded(_resolve_table(t, anchor), domain.texts) for t in module.tables]
         rules += module.rules
         invariants += sourced(module.invariants, f"modules/{name}.yaml")
     tables += [_resolve_table(t, anchor) for t in domain.tables]
