@@ -25,6 +25,8 @@ from worldfactory.runtime.world import World, WorldError
 from worldfactory.templates import load_templates
 
 WORLD = SMALL[0]  # help-desk.small--v001, of the small template set
+# Dagster's API-stability warnings: a fresh `build --examples` once printed 27 such blocks (checked on build
+# and delete in test_dagster.py::test_cli_build_registers_and_delete_removes, and on `ui` below)
 STABILITY = re.compile(r"BetaWarning|PreviewWarning|SupersessionWarning")
 
 
@@ -37,21 +39,6 @@ def wf(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
 def small_env(data: Path, templates: Path) -> dict[str, str]:
     return {"WORLDFACTORY_DATA": str(data), "WORLDFACTORY_TEMPLATES": str(templates),
             "DAGSTER_HOME": str(data.parent / f"{data.name}-dagster-home")}
-
-
-# --- Dagster's API-stability warnings ---------------------------------------------------------------------
-
-def test_build_and_delete_print_no_dagster_stability_warnings(tmp_path: Path, small_templates: Path) -> None:
-    """Through Dagster, in two worker processes (--jobs 2): a fresh `build --examples` printed 27 such blocks."""
-    env = small_env(tmp_path / "data", small_templates)
-    built = wf("build", *SMALL, "--jobs", "2", "--batch", "1", env=env)
-    assert built.returncode == 0, built.stderr
-    assert all(w in built.stdout for w in SMALL)
-    deleted = wf("delete", SMALL[1], env=env)
-    assert deleted.returncode == 0, deleted.stderr
-    for r in (built, deleted):
-        assert not STABILITY.search(r.stdout + r.stderr), r.stderr
-        assert "Warning" not in r.stderr, r.stderr
 
 
 # --- seeds: whole IDs, at any width ------------------------------------------------------------------------

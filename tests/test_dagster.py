@@ -316,8 +316,10 @@ def test_nightly_skips_current_worlds_and_rebuilds_only_a_changed_domain(built: 
 
 def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates: Path) -> None:
     """`build --all --jobs 2`: the registry's two worlds, one run each, in two worker processes, on the
-    same instance; then by name, current, so skipped; then deleted. (The refusal of a bad brief file
-    before any work is in test_build_all.py.)"""
+    same instance; then by name, current, so skipped; then deleted; none of them prints Dagster's
+    API-stability warnings. (The refusal of a bad brief file before any work is in test_build_all.py.)"""
+    from tests.test_cli_polish import STABILITY
+
     data, home = tmp_path / "data", tmp_path / "home"
     wid, other = SMALL  # tests/small_templates/registry.yaml: these two, in this order
     r = wf("build", "--all", "--jobs", "2", "--json", data=data, home=home, templates=small_templates)
@@ -361,7 +363,9 @@ def test_cli_build_registers_and_delete_removes(tmp_path: Path, small_templates:
         assert not instance.has_dynamic_partition("world", wid)
     finally:
         instance.dispose()
-    again = wf("delete", wid, data=data, home=home)
-    assert again.returncode == 2 and f"no world '{wid}'" in again.stderr
+    again_gone = wf("delete", wid, data=data, home=home)
+    assert again_gone.returncode == 2 and f"no world '{wid}'" in again_gone.stderr
+    for out in (r, again, gone):
+        assert not STABILITY.search(out.stdout + out.stderr) and "Warning" not in out.stderr, out.stderr
     unknown = wf("delete", "not-a-world", data=data, home=home)
     assert unknown.returncode == 2 and "not a world ID" in unknown.stderr
