@@ -147,6 +147,11 @@ LONGEST_FIRST = (
     "tests/test_rollouts.py::test_openai_loop",
     "tests/test_adapter_verifiers.py",
     "tests/test_adapter_trl_env.py",  # a scripted multi-turn GRPO run (module-scoped: one worker)
+    "tests/test_target.py",  # evaluation runs and a targeted world built (module-scoped: one worker)
+    "tests/test_cli_polish.py::test_ui_stops",
+    "tests/test_build_stopped.py",
+    "tests/test_eval_runs.py",
+    "tests/test_pack_sql.py::test_a_seven_way",
     "tests/test_world_page.py",
     "tests/test_parallel.py::test_engine_jobs",
     "tests/test_build_engine.py::test_same_world",
