@@ -198,13 +198,21 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
     def lookup(request: Request) -> Any:  # the control plane's own episodes only
         return store.get(request.path_params["episode_id"], free=False)
 
-    async def verify(request: Request) -> Response:
+    async def posted(request: Request) -> tuple[dict[str, Any], Any] | Response:
+        """A POST to one episode: its JSON body and the episode, or the error response that answers it."""
         body = await _json_body(request)
         if isinstance(body, Response):
             return body
         served = lookup(request)
         if served is None:
             return _err(404, "no such episode (it was deleted or it expired)")
+        return body, served
+
+    async def verify(request: Request) -> Response:
+        got = await posted(request)
+        if isinstance(got, Response):
+            return got
+        body, served = got
         if served.task_id is None:
             return _err(409, "a free-form episode has no task to verify; create one with a task_id")
         answer = body.get("answer")
@@ -219,12 +227,10 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
     async def message(request: Request) -> Response:
         """The trainer's channel: the agent's words to the requester, answered from the task's hidden facts
         (requester.py) and kept in the trace as an ask call, as the agent's own ask_requester call is."""
-        body = await _json_body(request)
-        if isinstance(body, Response):
-            return body
-        served = lookup(request)
-        if served is None:
-            return _err(404, "no such episode (it was deleted or it expired)")
+        got = await posted(request)
+        if isinstance(got, Response):
+            return got
+        body, served = got
         if served.episode.requester is None:
             return _err(409, "this episode's task has no requester to message")
         text = body.get("message")
