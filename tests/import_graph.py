@@ -85,12 +85,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "worldfactory.pack_flow", "worldfactory.constraints")),
     ("runtime", ("worldfactory.runtime", "worldfactory.sandbox", "worldfactory.requester")),
     ("confine", ("worldfactory.boundary", "worldfactory.landlock", "worldfactory.confine")),
-    ("play", ("worldfactory.policies", "worldfactory.rollouts", "worldfactory.evals")),
+    # generate/careless.py is the careless policy's plans (the build's validity check replays them too)
+    ("play", ("worldfactory.policies", "worldfactory.rollouts", "worldfactory.evals",
+              "worldfactory.generate.careless")),
     ("catalog", ("worldfactory.catalog",)),
     ("build", ("worldfactory.stages", "worldfactory.generate", "worldfactory.audit", "worldfactory.parallel")),
     ("drafting", ("worldfactory.drafting", "worldfactory.dryrun")),  # a pack proven with the build's stages
     ("apps", ("worldfactory.site", "worldfactory.env", "worldfactory.adapters", "worldfactory.images",
-              "worldfactory.module_reference")),
+              "worldfactory.module_reference", "worldfactory.evals.pages")),  # evals/pages.py: the runs' HTML
     ("dagster", (DAGSTER_LOCATION,)),
     ("cli", ("worldfactory.cli", "worldfactory.cli_audit", "worldfactory.cli_eval", "worldfactory.errors")),
 )
