@@ -21,6 +21,11 @@ def data_root(explicit: str | Path | None = None) -> Path:
     return (Path(explicit) if explicit else Path(os.environ.get(ENV_DATA) or DEFAULT_DATA)).absolute()
 
 
+class WorldError(ValueError):
+    """A bundle is missing, incomplete or not a world (raised here for a WORLD that names none, and by
+    runtime/world.py for a bundle that does not load)."""
+
+
 def resolve_world(ref: str | Path, root: str | Path | None = None) -> Path:
     """WORLD is a bundle folder or a world ID under DATA/worlds/; a clear error names what to build if neither."""
     path = Path(ref)
@@ -29,8 +34,6 @@ def resolve_world(ref: str | Path, root: str | Path | None = None) -> Path:
     worlds = data_root(root) / "worlds"
     if (worlds / str(ref)).is_dir():
         return worlds / str(ref)
-    from worldfactory.runtime.world import WorldError
-
     if SEED_TYPE_RE.match(str(ref)):  # a seed type names many worlds: point at its first one
         wid = f"{ref}--v001"
         hint = (f"'{ref}' is a seed type, not a world ID; its first world is {wid}, "

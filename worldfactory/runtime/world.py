@@ -21,6 +21,7 @@ import jsonschema_rs
 import orjson
 from jsonschema import Draft202012Validator
 
+from worldfactory.data_root import WorldError
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.runtime.answers import RuleRef
 from worldfactory.runtime.connections import ConnectionPool
@@ -29,10 +30,6 @@ from worldfactory.spec import Task, WorldSpec
 
 REQUIRED_FILES = ("brief.json", "spec.json", "schema.sql", "seed.db", "tools.py", "tools.json")  # to load a world
 ENV_NO_VERIFY = "WORLDFACTORY_NO_VERIFY"  # development only: open bundles whose files differ from world.json
-
-
-class WorldError(ValueError):
-    """A bundle is missing, incomplete or not a world."""
 
 
 # Worlds a process keeps parsed and loaded. A Dagster run over a range of worlds goes stage by stage:
