@@ -84,7 +84,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "worldfactory.briefs", "worldfactory.variants", "worldfactory.registry", "worldfactory.fingerprints",
                 "worldfactory.pack_flow", "worldfactory.constraints")),
     ("runtime", ("worldfactory.runtime", "worldfactory.sandbox", "worldfactory.requester")),
-    ("confine", ("worldfactory.boundary", "worldfactory.landlock", "worldfactory.confine")),
+    ("confine", ("worldfactory.boundary", "worldfactory.landlock", "worldfactory.confine", "worldfactory.tool_probes")),
     # generate/careless.py is the careless policy's plans (the build's validity check replays them too)
     ("play", ("worldfactory.policies", "worldfactory.rollouts", "worldfactory.evals",
               "worldfactory.generate.careless")),

@@ -35,16 +35,11 @@ def _full(name: str) -> str:
 # The imports that still go up the layer order on c6d6528 (docs/architecture.md says how each goes away).
 # The test fails when one is added and when one is gone: remove it here when its import is cut.
 BACK_EDGES: frozenset[tuple[str, str]] = frozenset((_full(a), _full(b)) for a, b in (
-    ("confine", "generate.verifiers"),
-    ("confine", "rollouts"),
-    ("confine", "stages"),
-    ("confine", "stages.core"),
     ("evals.runs", "catalog"),
     ("packs", "audit"),
     ("packs", "generate.data"),
     ("packs", "generate.tasks.words"),
     ("runtime.control", "adapters.openenv_server"),
-    ("sandbox", "confine"),
     ("stages.brief", "drafting.client"),
     ("stages.brief", "drafting.config"),
     ("stages.brief", "drafting.loop"),
@@ -55,19 +50,12 @@ BACK_EDGES: frozenset[tuple[str, str]] = frozenset((_full(a), _full(b)) for a, b
 # The circles allowed to remain: today's, module by module. A circle may shrink or split; one that is
 # not inside a listed circle fails, unless it is two modules of one folder (a pair that belongs together).
 KNOWN_CIRCLES: tuple[frozenset[str], ...] = tuple(frozenset(map(_full, c)) for c in (
-    ("audit", "briefs", "catalog", "confine", "drafting.checks", "drafting.client", "drafting.config",
-     "drafting.loop", "drafting.prompt", "evals.runs", "evals.summary", "fingerprints", "generate.bundle",
-     "generate.data", "generate.gold", "generate.handbook", "generate.inbox", "generate.page", "generate.probes",
-     "generate.schema", "generate.tasks", "generate.tasks.ask", "generate.tasks.builder", "generate.tasks.bulk",
-     "generate.tasks.clock", "generate.tasks.conditional", "generate.tasks.coverage", "generate.tasks.decline",
-     "generate.tasks.discover", "generate.tasks.driver", "generate.tasks.handbook", "generate.tasks.inbox",
-     "generate.tasks.lookup_act", "generate.tasks.retrieval", "generate.tasks.sweep", "generate.tasks.workflow",
-     "generate.tasks.year_end", "generate.tools", "generate.twins", "generate.validity", "generate.verifiers",
-     "packs", "policies.base", "policies.careless", "policies.hard", "policies.openai_agent", "policies.synthetic",
-     "policies.weak", "rollouts", "runtime.episode", "runtime.trace", "runtime.world", "sandbox", "seeds",
-     "stages", "stages.brief", "stages.bundle", "stages.core", "stages.curated", "stages.rollouts",
-     "stages.schema", "stages.seed", "stages.tasks", "stages.tools", "stages.verifiers", "templates", "variants"),
+    ("briefs", "generate.data", "generate.handbook", "generate.inbox", "generate.schema", "generate.twins",
+     "packs", "seeds", "templates", "variants"),
+    ("drafting.loop", "generate.page", "stages", "stages.brief", "stages.bundle", "stages.schema"),
     ("adapters.openenv_server", "env", "runtime.control", "runtime.mcp_http", "runtime.mcp_server"),
+    ("catalog", "evals.runs", "evals.summary"),
+    ("policies.openai_agent", "rollouts"),
 ))
 
 WORLD_BUILDING = ("core", "inputs", "runtime", "confine", "play", "catalog", "build")  # what the fingerprint hashes

@@ -13,11 +13,13 @@ hook (the Python-level layer: no imports of process, network or native-code modu
 writes), and World refuses tools.py files that step outside the generator's allowlist.
 
 The worker is started once (about half a second) and reused across stages and worlds. The
-parent sends it whole jobs (a build stage's make or prove, a batch of rollouts, a probe run)
-or, for callers that need the network themselves (a model policy), single episode steps. The
-parent never unpickles what the worker sends: messages are JSON plus raw byte blobs, so a
-compromised worker can only send back data. `serve` re-executes the whole server process under
-the same boundary instead (stdio passes through; HTTP inherits a listening socket).
+parent sends it whole jobs (a probe run here; the layers above register theirs with
+register_job: a build stage's make or prove, a batch of rollouts) or, for callers that need the
+network themselves (a model policy), single episode steps. This module names no stage, policy or
+rollout: it is a generic job runner. The parent never unpickles what the worker sends: messages
+are JSON plus raw byte blobs, so a compromised worker can only send back data. `serve` re-executes
+the whole server process under the same boundary instead (stdio passes through; HTTP inherits a
+listening socket).
 
 No boundary can start: running generated code fails with ConfinementError, saying what to install
 or enable and naming the explicit opt-out (`--unconfined` or WORLDFACTORY_UNCONFINED=1: same code,
@@ -29,6 +31,7 @@ from __future__ import annotations
 import builtins
 import ctypes
 import hashlib
+import importlib
 import json
 import os
 import platform
@@ -40,6 +43,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -189,8 +193,6 @@ def harden(preload: tuple[str, ...] = ()) -> None:
     if _HARDENED:
         return
     boundary.check_entered()
-    import importlib
-
     for name in ("asyncio", "json", "sqlite3", *preload):
         try:
             importlib.import_module(name)
@@ -266,26 +268,26 @@ BOOT = "import sys; sys.path.insert(0, sys.argv[1]); from worldfactory import bo
 BOOT_WORKER = BOOT + "from worldfactory import confine; confine.main()"
 BOOT_CLI = BOOT + "from worldfactory.cli import main; sys.exit(main(sys.argv[2:]))"
 
-KNOWN_ERRORS = ("StageError", "VerifierError", "RolloutError", "SandboxError", "WorldError", "TemplateError",
-                "ValueError", "RuntimeError", "KeyError", "PermissionError", "MemoryError")
+def register_errors(*classes: type[Exception]) -> None:
+    """A layer above names the error types its jobs raise: a worker's failure of that type (by name) is
+    re-raised here as that type, so messages and handlers read the same confined or not."""
+    for cls in classes:
+        _ERRORS[cls.__name__] = cls
+
+
+_ERRORS: dict[str, type[Exception]] = {"ValueError": ValueError, "KeyError": KeyError,
+                                       "PermissionError": PermissionError}
 
 
 def _error_class(name: str) -> type[Exception]:
     """The exception type to re-raise a worker's failure as (its name kept, so messages read the same)."""
-    from worldfactory.generate.verifiers import VerifierError
-    from worldfactory.rollouts import RolloutError
-    from worldfactory.runtime.world import WorldError
+    from worldfactory.data_root import WorldError
     from worldfactory.sandbox import SandboxError
-    from worldfactory.stages.core import StageError
     from worldfactory.templates import TemplateError
 
-    table: dict[str, type[Exception]] = {
-        "StageError": StageError, "VerifierError": VerifierError, "RolloutError": RolloutError,
-        "SandboxError": SandboxError, "WorldError": WorldError, "TemplateError": TemplateError,
-        "ValueError": ValueError, "KeyError": KeyError, "PermissionError": PermissionError,
-    }
-    if name in table:
-        return table[name]
+    register_errors(WorldError, SandboxError, TemplateError)  # the layers below this one: named here
+    if name in _ERRORS:
+        return _ERRORS[name]
     builtin = getattr(builtins, name, None)  # a programming error in the worker keeps its own type
     if isinstance(builtin, type) and issubclass(builtin, Exception):
         return builtin
@@ -338,7 +340,7 @@ class Worker:
             if timer is not None:
                 timer.start()
             try:
-                send(self.proc.stdin, {"job": job, "args": args})
+                send(self.proc.stdin, {"job": job, "module": _JOB_MODULES.get(job), "args": args})
                 reply = self._read()
             except BrokenPipeError:
                 raise ConfinementError(f"the confined worker stopped: {self.stderr_tail()}") from None
@@ -403,70 +405,6 @@ def run_job(job: str, **args: Any) -> Any:
     if confined_here():
         return worker().request(job, **args)
     return JOBS[job](**args)
-
-
-# --- build stages ------------------------------------------------------------------------------------
-
-def run_stage(stage: Any, kind: str, ctx: Any) -> Any:
-    """A stage's make or prove: in the confined worker when its declaration says that step executes
-    generated code (Stage.confined; world_tools' proof runs the probes job itself), else here."""
-    fn = getattr(stage, kind)
-    if kind not in stage.confined or not confined_here():
-        return fn(ctx)
-    if stage.name == "task_rollouts" and kind == "make" and ctx.rollout.policy == "openai":
-        return fn(ctx)  # the agent needs the network: it runs here, its episodes in the worker (ctx.world)
-    out = worker().request(
-        "stage", stage=stage.name, kind=kind, world_id=ctx.world_id, work=str(ctx.work.path),
-        data_root=str(ctx.data_root), briefs_dir=str(ctx.briefs_dir) if ctx.briefs_dir else None,
-        inputs=ctx.inputs, rollout=ctx.rollout.model_dump(),
-        vocabulary=ctx.vocabulary.model_dump(mode="json") if ctx.vocabulary else None)
-    for name, data in out["writes"].items():
-        ctx.work.write(_safe_name(name), data)
-    for key, value in out["usage"].items():
-        if key in ("llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections"):
-            setattr(ctx.usage, key, value)
-    return out["result"]
-
-
-def _safe_name(name: str) -> str:
-    if not isinstance(name, str) or "/" in name or name.startswith(".") or not name:
-        raise ConfinementError(f"the confined worker asked to write {name!r:.80}; refused")
-    return name
-
-
-def _job_stage(stage: str, kind: str, world_id: str, work: str, data_root: str, briefs_dir: str | None,
-               inputs: str, rollout: dict[str, Any], vocabulary: dict[str, Any] | None = None) -> dict[str, Any]:
-    from worldfactory.rollouts import RolloutConfig
-    from worldfactory.spec import Vocabulary
-    from worldfactory.stages import STAGE_BY_NAME
-    from worldfactory.stages import core as S
-
-    class CaptureWorkDir(S.WorkDir):
-        """Reads the real work folder (read-only here); writes are kept and sent back."""
-
-        def __init__(self, path: Path, wid: str) -> None:
-            super().__init__(path, wid)
-            self.written: dict[str, bytes] = {}
-
-        def write(self, name: str, data: bytes) -> str:
-            self.written[name] = data
-            return S.sha256(data)
-
-        def read(self, name: str, stage_name: str) -> bytes:
-            if name in self.written:
-                return self.written[name]
-            return super().read(name, stage_name)
-
-    cap = CaptureWorkDir(Path(work), world_id)
-    ctx = S.BuildContext(world_id=world_id, templates=None, work=cap, data_root=Path(data_root),  # type: ignore[arg-type]
-                         briefs_dir=Path(briefs_dir) if briefs_dir else None, inputs=inputs,
-                         rollout=RolloutConfig(**rollout), cache=_CTX_CACHE,
-                         vocabulary=Vocabulary.model_validate(vocabulary) if vocabulary else None)
-    result = getattr(STAGE_BY_NAME[stage], kind)(ctx)  # stages write only their files; catalogs come later
-    return {"result": result, "writes": cap.written, "usage": ctx.usage.model_dump()}
-
-
-_CTX_CACHE: dict[str, Any] = {}
 
 
 # --- worlds in the worker, and their stand-ins in the parent -------------------------------------------
@@ -534,12 +472,6 @@ def _job_episode_close(handle: int) -> None:
         ep.close()
 
 
-def _job_rollouts(world: str, cfg: dict[str, Any], task_ids: list[str] | None) -> list[dict[str, Any]]:
-    from worldfactory.rollouts import RolloutConfig, run_rollouts
-
-    return [r.model_dump(mode="json") for r in run_rollouts(_world(world), RolloutConfig(**cfg), task_ids)]
-
-
 def _job_probes(files: dict[str, bytes]) -> dict[str, Any]:
     from worldfactory.runtime.world import World
     from worldfactory.sandbox import run_probes
@@ -560,10 +492,36 @@ def _job_time_calls(world: str, tool: str, args: dict[str, Any], n: int) -> floa
         return (time.perf_counter() - started) / n * 1e6
 
 
-JOBS = {"stage": _job_stage, "open_world": _job_open_world, "episode_open": _job_episode_open,
-        "episode_call": _job_episode_call, "episode_verify": _job_episode_verify,
-        "episode_diff": _job_episode_diff, "episode_close": _job_episode_close, "rollouts": _job_rollouts,
-        "probes": _job_probes, "ping": _job_ping, "time_calls": _job_time_calls}
+# This layer's own jobs: worlds and episodes in the worker, the tool probes. The layers above register theirs
+# (register_job: a build stage's step, a batch of rollouts); this module names none of them.
+JOBS: dict[str, Callable[..., Any]] = {
+    "open_world": _job_open_world, "episode_open": _job_episode_open, "episode_call": _job_episode_call,
+    "episode_verify": _job_episode_verify, "episode_diff": _job_episode_diff, "episode_close": _job_episode_close,
+    "probes": _job_probes, "ping": _job_ping, "time_calls": _job_time_calls}
+_JOB_MODULES: dict[str, str] = {}  # a registered job: the module that registers it (the worker imports it)
+
+
+def register_job(name: str, fn: Callable[..., Any], on_world: bool = False) -> None:
+    """A layer above declares a job the worker runs: `fn(**args)`, its arguments and result plain data
+    (the wire's). The worker imports fn's module on the job's first request, which registers it there
+    too. With on_world, the job's `world` argument is a world the worker holds (RemoteWorld.run_job
+    sends it): fn gets the World itself."""
+    if name in JOBS and name not in _JOB_MODULES:
+        raise ValueError(f"job {name!r} is the confine layer's own")
+
+    def on(world: str, **args: Any) -> Any:
+        return fn(world=_world(world), **args)
+
+    JOBS[name] = on if on_world else fn
+    _JOB_MODULES[name] = fn.__module__
+
+
+def _job(msg: dict[str, Any]) -> Callable[..., Any]:
+    """The function of a job the parent asked for: the worker's own, or one registered by the module named."""
+    name = msg["job"]
+    if name not in JOBS and isinstance(msg.get("module"), str) and msg["module"].startswith("worldfactory."):
+        importlib.import_module(msg["module"])  # registers its jobs here too
+    return JOBS[name]
 
 
 class RemoteEpisode:
@@ -639,11 +597,9 @@ def remote_world_class() -> type:
                 self.task(task_id)
             return RemoteEpisode(self, task_id)
 
-        def run_rollouts(self, cfg: Any, task_ids: list[str] | None = None) -> list[Any]:
-            from worldfactory.rollouts import Rollout
-
-            rows = self._worker.request("rollouts", world=self._key, cfg=cfg.model_dump(), task_ids=task_ids)
-            return [Rollout.model_validate(r) for r in rows]
+        def run_job(self, job: str, **args: Any) -> Any:
+            """A registered job (register_job with on_world) on this world's copy in the worker."""
+            return self._worker.request(job, world=self._key, **args)
 
     return RemoteWorld
 
@@ -669,19 +625,6 @@ def open_world(path: str | Path, verify: bool = True, static: bool = True) -> An
 
     root = Path(path)
     return load_world(read_bundle(root, verify), root, static=static)
-
-
-def run_rollouts(world: Any, cfg: Any, task_ids: list[str] | None = None, on_done: Any = None) -> list[Any]:
-    """Rollouts of a loaded world: synthetic policies as one job in the worker, a model's from here."""
-    from worldfactory import rollouts
-
-    if getattr(world, "run_rollouts", None) is not None and cfg.policy != "openai":
-        out = world.run_rollouts(cfg, task_ids)
-        if on_done is not None:
-            for r in out:
-                on_done(r)
-        return out
-    return rollouts.run_rollouts(world, cfg, task_ids, on_done)
 
 
 # --- serve: the whole server process re-executed under the boundary ----------------------------------
@@ -745,7 +688,7 @@ def _serve_jobs() -> None:
         soft = int(cpu0) + JOB_CPU_SECONDS
         resource.setrlimit(resource.RLIMIT_CPU, (min(soft, CPU_HARD_SECONDS), CPU_HARD_SECONDS))
         try:
-            result = JOBS[msg["job"]](**msg["args"])
+            result = _job(msg)(**msg["args"])
             reply = {"ok": True, "result": result}
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as data
             if os.environ.get("WORLDFACTORY_DEBUG"):

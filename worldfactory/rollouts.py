@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel, Field
 
+from worldfactory import confine
 from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
 from worldfactory.policies.synthetic import noisy_plan
 from worldfactory.runtime.episode import Step
@@ -55,6 +56,12 @@ class RolloutConfig(BaseModel):
         if self.policy == "openai":
             return f"openai-{self.model}"
         return self.policy
+
+    @property
+    def needs_network(self) -> bool:
+        """Whether the policy calls a server (a model's): it runs outside the confined worker, which has no
+        network, and only its episodes' tool calls run inside."""
+        return self.policy == "openai"
 
 
 class RolloutError(RuntimeError):
@@ -198,6 +205,28 @@ def noisy_task(world: World, task: Task, seeds: list[int], cfg: RolloutConfig) -
 def run_rollouts(world: World, cfg: RolloutConfig, task_ids: list[str] | None = None,
                  on_done: Callable[[Rollout], None] | None = None) -> list[Rollout]:
     return asyncio.run(run_rollouts_async(world, cfg, task_ids, on_done))
+
+
+def _job_rollouts(world: World, cfg: dict[str, Any], task_ids: list[str] | None) -> list[dict[str, Any]]:
+    """The confined worker's side of run_rollouts_confined: the rollouts of a world it holds, as data."""
+    return [r.model_dump(mode="json") for r in run_rollouts(world, RolloutConfig(**cfg), task_ids)]
+
+
+confine.register_job("rollouts", _job_rollouts, on_world=True)
+confine.register_errors(RolloutError)
+
+
+def run_rollouts_confined(world: Any, cfg: RolloutConfig, task_ids: list[str] | None = None,
+                          on_done: Callable[[Rollout], None] | None = None) -> list[Rollout]:
+    """Rollouts of a loaded world: a synthetic policy's as one job in the confined worker (a RemoteWorld's
+    tool code lives there), a policy's that needs the network from here (its episodes still confined)."""
+    if getattr(world, "run_job", None) is not None and not cfg.needs_network:
+        out = [Rollout.model_validate(r) for r in world.run_job("rollouts", cfg=cfg.model_dump(), task_ids=task_ids)]
+        if on_done is not None:
+            for r in out:
+                on_done(r)
+        return out
+    return run_rollouts(world, cfg, task_ids, on_done)
 
 
 def pass_rates(rollouts: list[Rollout]) -> dict[str, tuple[int, int]]:

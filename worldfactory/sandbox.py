@@ -1,10 +1,9 @@
-"""The static check of generated tool code, and the probe run that proves a world's tools.
+"""The static check of generated tool code, and the probe calls that prove a world's tools.
 
 Layers: a static check of tools.py (an allowlist of exactly the imports, syntax, attributes and
 builtins the generator emits; World runs it on every load too), then every tool's probe calls
-in the confined worker (worldfactory.confine: bubblewrap, seccomp, rlimits, audit hook). With
-the explicit opt-out (--unconfined) the probes run in a child `python -I -B` with an empty
-environment, rlimits and the audit hook, the Python-level layers only.
+(run_probes), which worldfactory/tool_probes.py runs in the confined worker (the confine layer
+above this runtime one).
 """
 
 from __future__ import annotations
@@ -12,20 +11,11 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
-import json
-import os
-import resource
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 # The static check is an allowlist of exactly what build/tools.py emits: these imports, these
 # syntax nodes, these attributes (ToolDB's methods and dict.items), these builtins. Anything
 # else (another import, a dunder, `typing.sys`, getattr, a loop, a lambda, a class) is refused.
-CPU_SECONDS = 60
-MEMORY_BYTES = 3 << 30
-TIMEOUT_S = 180
 ALLOWED_IMPORTS = {"__future__": {"annotations"}, "typing": {"Any", "Literal"},
                    "worldfactory.runtime.toolkit": {"ToolDB", "ToolError", "tool"}}
 ALLOWED_NODES = {"Module", "Expr", "ImportFrom", "alias", "Assign", "FunctionDef", "arguments", "arg", "Return",
@@ -106,12 +96,6 @@ def _check(source: str) -> None:
             raise bad(node, "an import inside a function")
 
 
-def _limits() -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_SECONDS, CPU_SECONDS))
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
-    os.setsid()
-
-
 def run_probes(world: Any) -> dict[str, Any]:
     """Every tool's probes on fresh episodes: valid calls succeed; invalid ones fail, say why, change nothing."""
     failures: list[str] = []
@@ -138,48 +122,3 @@ def run_probes(world: Any) -> dict[str, Any]:
                 elif ep.state_key() != before:
                     failures.append(f"{name}: failed call {bad['args']} changed the database")
     return {"tools": len(world.tool_manifest), "calls": calls, "failures": failures}
-
-
-def _child(folder: str) -> None:
-    """The unconfined fallback's child: the Python-level layers only (rlimits, the audit hook)."""
-    from worldfactory import confine
-    from worldfactory.runtime.world import World
-
-    files = {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir()) if p.is_file()}
-    sys.addaudithook(confine._audit)
-    world = World(files)
-    print(json.dumps(run_probes(world)))
-
-
-def check_tools_in_sandbox(folder: Path) -> dict[str, Any]:
-    """Static check, then the probe run confined; raises SandboxError on any failure.
-
-    Confined means in the worker of worldfactory.confine (bubblewrap, seccomp, rlimits, audit
-    hook); with the explicit opt-out, a child `python -I` with rlimits and the audit hook.
-    """
-    from worldfactory import confine
-
-    static_check((folder / "tools.py").read_text())
-    if confine.inside() or confine.confined_here():
-        files = {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
-        report = confine.run_job("probes", files=files)
-    else:
-        report = _probes_in_child(folder)
-    if report["failures"]:
-        raise SandboxError(f"{len(report['failures'])} tool probes failed: " + "; ".join(report["failures"][:5]))
-    return report
-
-
-def _probes_in_child(folder: Path) -> dict[str, Any]:
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-    proc = subprocess.run(
-        [sys.executable, "-I", "-B", "-m", "worldfactory.sandbox", str(folder.resolve())],
-        capture_output=True, text=True, timeout=TIMEOUT_S, env=env, preexec_fn=_limits, cwd=str(folder.resolve()),
-    )
-    if proc.returncode != 0:
-        raise SandboxError(f"sandbox child exited with {proc.returncode}: {proc.stderr.strip()[-2000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-if __name__ == "__main__":
-    _child(sys.argv[1])

@@ -233,7 +233,7 @@ def _play(world: Any, cfg: RolloutConfig, task_id: str, rollouts: list[int], kee
     if cfg.policy == "openai":
         asyncio.run(_play_model(world, cfg, task_id, rollouts, keep))
         return
-    from worldfactory.confine import run_rollouts
+    from worldfactory.rollouts import run_rollouts_confined as run_rollouts
 
     for r in run_rollouts(world, cfg, [task_id]):
         if r.rollout in rollouts:

@@ -202,11 +202,41 @@ class Stage:
     publish: Callable[[BuildContext], None] | None = None  # what it puts where others see it: run by run_prove,
     #                                                        only once its proof has passed
     gates: tuple[Gate, ...] = ()  # blocking checks of their own on figures its proof counts
+    make_here: Callable[[BuildContext], bool] | None = None  # a confined make that runs in this process
+    #   when this says so (a model policy's rollouts need the network; their episodes still run confined)
 
     @property
     def checks(self) -> tuple[str, ...]:
         """Every blocking check of this stage: its proof's, then its gates'."""
         return (self.check, *(g.check for g in self.gates))
+
+
+def run_stage(stage: Stage, kind: str, ctx: BuildContext) -> Any:
+    """A stage's make or prove: in the confined worker when its declaration says that step executes
+    generated code (Stage.confined; world_tools' proof runs the probes job itself), else here. The
+    worker's side is the `stage` job (worldfactory/stages/__init__.py registers it)."""
+    fn = getattr(stage, kind)
+    if kind not in stage.confined or not confine.confined_here():
+        return fn(ctx)
+    if kind == "make" and stage.make_here is not None and stage.make_here(ctx):
+        return fn(ctx)
+    out = confine.worker().request(
+        "stage", stage=stage.name, kind=kind, world_id=ctx.world_id, work=str(ctx.work.path),
+        data_root=str(ctx.data_root), briefs_dir=str(ctx.briefs_dir) if ctx.briefs_dir else None,
+        inputs=ctx.inputs, rollout=ctx.rollout.model_dump(),
+        vocabulary=ctx.vocabulary.model_dump(mode="json") if ctx.vocabulary else None)
+    for name, data in out["writes"].items():
+        ctx.work.write(_safe_name(name), data)
+    for key, value in out["usage"].items():
+        if key in ("llm_prompt_tokens", "llm_completion_tokens", "cost_usd", "corrections"):
+            setattr(ctx.usage, key, value)
+    return out["result"]
+
+
+def _safe_name(name: str) -> str:
+    if not isinstance(name, str) or "/" in name or name.startswith(".") or not name:
+        raise confine.ConfinementError(f"the confined worker asked to write {name!r:.80}; refused")
+    return name
 
 
 def _cpu() -> float:
@@ -219,7 +249,7 @@ def run_make(stage: Stage, ctx: BuildContext) -> StageReport:
     ctx.work.clear_proof(stage.name)
     ctx.usage = StageCost()
     wall, cpu = time.perf_counter(), _cpu()
-    counts = confine.run_stage(stage, "make", ctx)
+    counts = run_stage(stage, "make", ctx)
     cost = ctx.usage.model_copy(update={"cpu_seconds": round(_cpu() - cpu, 6),
                                         "wall_seconds": round(time.perf_counter() - wall, 6),
                                         "corrections": ctx.work.corrections().get(stage.name, ctx.usage.corrections)})
@@ -239,7 +269,7 @@ def run_prove(stage: Stage, ctx: BuildContext) -> Proof:
     files = ctx.work.hashes(stage.writes)
     wall, cpu = time.perf_counter(), _cpu()
     try:
-        details = confine.run_stage(stage, "prove", ctx)
+        details = run_stage(stage, "prove", ctx)
         failures = {g.check: why for g in stage.gates if (why := g.failure(details))}
         if failures:  # a gate that fails fails the world like the proof does; its own check says why
             proof = Proof(world_id=ctx.world_id, stage=stage.name, check=stage.check, passed=False, details=details,

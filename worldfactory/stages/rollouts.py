@@ -59,5 +59,6 @@ STAGE = Stage(
     reads=("brief.json", "spec.json", "schema.sql", "seed.db",
            "tools.py", "tools.json", "tasks.jsonl", "verifiers.json"),
     confined=("make", "prove"),
+    make_here=lambda ctx: ctx.rollout.needs_network,  # a model's rollouts: here, their episodes in the worker
     uses_model=True,
 )

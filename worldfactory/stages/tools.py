@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from worldfactory.generate.probes import probes_for
 from worldfactory.generate.tools import tool_specs, tools_json, tools_source
-from worldfactory.sandbox import check_tools_in_sandbox
 from worldfactory.stages.core import BuildContext, Stage
+from worldfactory.tool_probes import check_tools_in_sandbox
 
 
 def make_tools(ctx: BuildContext) -> dict[str, int]:
