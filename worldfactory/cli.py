@@ -482,6 +482,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         confine.harden(preload=(*confine.SERVE_MODULES, *openenv))
     elif confine.confined_here():
         return _serve_confined(args, path, options)
+    if options is not None and options.openenv:  # the app is handed to the server: the runtime imports no app
+        from worldfactory.adapters.openenv_server import create_openenv_app
+        from worldfactory.runtime.control import register_mount
+
+        register_mount("openenv", create_openenv_app)
     from worldfactory.runtime.mcp_server import serve
     from worldfactory.runtime.world import World
 

@@ -138,6 +138,16 @@ async def _http_error(request: Request, exc: Exception) -> Response:
                         headers={"connection": "close"} if exc.status_code in (408, 413) else None)
 
 
+# Apps served beside MCP at "/" when ServeOptions names them (openenv): the layer that owns one registers
+# its factory, (world, max_sessions=...) -> an ASGI app, so the runtime serves it and never imports an app.
+MOUNTS: dict[str, Callable[..., Any]] = {}
+
+
+def register_mount(name: str, factory: Callable[..., Any]) -> None:
+    """Hand the server an app to mount when its option is on (the CLI hands it OpenEnv's)."""
+    MOUNTS[name] = factory
+
+
 def create_app(world: World, token: str, options: ServeOptions | None = None,
                clock: Callable[[], float] | None = None, memory_limit_bytes: int | None = None,
                **overrides: Any) -> Starlette:
@@ -299,9 +309,10 @@ def create_app(world: World, token: str, options: ServeOptions | None = None,
         Route("/healthz", health, methods=["GET"]),
     ]
     if opts.openenv:  # OpenEnv's own app answers every path not above (its sessions bounded as ours are)
-        from worldfactory.adapters.openenv_server import create_openenv_app
-
-        routes.append(Mount("/", app=create_openenv_app(world, max_sessions=store.max_sessions)))
+        if "openenv" not in MOUNTS:
+            raise ValueError("serve --openenv: no OpenEnv app registered (the CLI registers "
+                             "worldfactory.adapters.openenv_server's with register_mount)")
+        routes.append(Mount("/", app=MOUNTS["openenv"](world, max_sessions=store.max_sessions)))
     guard = Middleware(Guard, policy=HostPolicy(opts.allowed_hosts, opts.allowed_origins), max_body=opts.max_body,
                        body_seconds=opts.body_seconds)
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[guard],
