@@ -55,7 +55,6 @@ KNOWN_CIRCLES: tuple[frozenset[str], ...] = tuple(frozenset(map(_full, c)) for c
     ("drafting.loop", "generate.page", "stages", "stages.brief", "stages.bundle", "stages.schema"),
     ("catalog", "evals.runs", "evals.summary"),
     ("runtime.control", "runtime.mcp_http", "runtime.mcp_server"),
-    ("policies.openai_agent", "rollouts"),
 ))
 
 WORLD_BUILDING = ("core", "inputs", "runtime", "confine", "play", "catalog", "build")  # what the fingerprint hashes

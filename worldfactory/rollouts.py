@@ -23,7 +23,7 @@ import orjson
 from pydantic import BaseModel, Field
 
 from worldfactory import confine
-from worldfactory.policies.base import EpisodeResult, episode_seed, run_policy
+from worldfactory.policies.base import EpisodeResult, RolloutError, episode_seed, run_policy
 from worldfactory.policies.synthetic import noisy_plan
 from worldfactory.runtime.episode import Step
 from worldfactory.runtime.trace import result_hash, result_hash_json
@@ -62,10 +62,6 @@ class RolloutConfig(BaseModel):
         """Whether the policy calls a server (a model's): it runs outside the confined worker, which has no
         network, and only its episodes' tool calls run inside."""
         return self.policy == "openai"
-
-
-class RolloutError(RuntimeError):
-    """Rollouts could not complete (a model server that keeps failing); nothing was recorded."""
 
 
 class Rollout(BaseModel):

@@ -32,6 +32,11 @@ def null_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     return None
 
 
+class RolloutError(RuntimeError):
+    """Rollouts could not complete (a model server that keeps failing); nothing was recorded. (rollouts.py
+    names it too: the policies raise it, the rollouts' callers catch it.)"""
+
+
 class EpisodeResult(BaseModel):
     world_id: str
     task_id: str

@@ -15,8 +15,7 @@ from typing import Any
 
 import openai
 
-from worldfactory.policies.base import EpisodeResult
-from worldfactory.rollouts import RolloutError
+from worldfactory.policies.base import EpisodeResult, RolloutError
 from worldfactory.runtime.world import World
 
 MALFORMED_LIMIT = 3  # tool calls with unreadable arguments in one episode before the run is called broken
