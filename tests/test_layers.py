@@ -54,7 +54,6 @@ KNOWN_CIRCLES: tuple[frozenset[str], ...] = tuple(frozenset(map(_full, c)) for c
      "packs", "seeds", "templates", "variants"),
     ("drafting.loop", "generate.page", "stages", "stages.brief", "stages.bundle", "stages.schema"),
     ("catalog", "evals.runs", "evals.summary"),
-    ("runtime.control", "runtime.mcp_http", "runtime.mcp_server"),
 ))
 
 WORLD_BUILDING = ("core", "inputs", "runtime", "confine", "play", "catalog", "build")  # what the fingerprint hashes

@@ -487,7 +487,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from worldfactory.runtime.control import register_mount
 
         register_mount("openenv", create_openenv_app)
-    from worldfactory.runtime.mcp_server import serve
+    from worldfactory.runtime.control import serve
     from worldfactory.runtime.world import World
 
     world = World.open(path, verify=not args.no_verify)

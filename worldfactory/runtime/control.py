@@ -47,6 +47,7 @@ from starlette.routing import Mount, Route
 
 from worldfactory.runtime.http_guards import BODY_SECONDS, Guard, HostPolicy, guarded_protocol, is_loopback
 from worldfactory.runtime.mcp_http import MAX_BODY, McpEndpoint
+from worldfactory.runtime.mcp_server import build_server
 from worldfactory.runtime.sessions import DEFAULT_FREE_IDLE_SECONDS, DEFAULT_IDLE_SECONDS, Full, SessionStore
 from worldfactory.runtime.world import World, WorldError
 
@@ -340,3 +341,19 @@ def serve_http(world: World, token: str, port: int = 8000, fd: int | None = None
         uvicorn.run(app, fd=fd, **uvicorn_options(options))
     else:
         uvicorn.run(app, host=options.host, port=port, **uvicorn_options(options))
+
+
+def serve(world: World, transport: str = "stdio", port: int = 8000, fd: int | None = None,
+          token: str | None = None, options: ServeOptions | None = None, task_id: str | None = None) -> None:
+    """Serve the world over stdio (one episode) or streamable HTTP (loopback by default).
+
+    Over HTTP every MCP session is its own episode and a token-protected control plane runs on
+    the same server; `options` is its ServeOptions (bounds, hosts). (It lives here, above mcp_server.py's
+    stdio server, so that the runtime's modules import one way.)
+    """
+    if transport == "stdio":
+        build_server(world, world.episode(task_id) if task_id else None, keep=False).run("stdio")
+        return
+    if transport != "http":
+        raise ValueError(f"unknown transport '{transport}'; use stdio or http")
+    serve_http(world, token or control_token(), port, fd=fd, options=options)

@@ -97,20 +97,3 @@ def build_server(world: World, episode: Episode | None = None, keep: bool | None
         version=GENERATOR_VERSION,
         log_level="WARNING",
     )
-
-
-def serve(world: World, transport: str = "stdio", port: int = 8000, fd: int | None = None,
-          token: str | None = None, options: Any = None, task_id: str | None = None) -> None:
-    """Serve the world over stdio (one episode) or streamable HTTP (loopback by default).
-
-    Over HTTP every MCP session is its own episode and a token-protected control plane runs on
-    the same server (worldfactory.runtime.control); `options` is its ServeOptions (bounds, hosts).
-    """
-    if transport == "stdio":
-        build_server(world, world.episode(task_id) if task_id else None, keep=False).run("stdio")
-        return
-    if transport != "http":
-        raise ValueError(f"unknown transport '{transport}'; use stdio or http")
-    from worldfactory.runtime.control import control_token, serve_http
-
-    serve_http(world, token or control_token(), port, fd=fd, options=options)
