@@ -547,3 +547,25 @@ def test_a_drafted_chain_whose_row_product_is_huge_gets_a_repair_message(pack: d
     data["tables"] = data["tables"][:2]
     data["tables"][0]["rows"] = 40
     assert not hasattr(validate_reply(json.dumps(data), brief_of(ts), ts), "reason")
+
+
+def test_a_text_briefs_world_runs_the_draft_step_first_in_dagster(tmp_path: Path, templates: Path) -> None:
+    """The CLI's runner and the registration sensor pick brief_build (pack_draft, then every stage) for a text
+    brief's world, and world_build (no draft step) for the others."""
+    from worldfactory_dagster.pipelines.automation import range_requests
+    from worldfactory_dagster.pipelines.runner import job_for
+
+    root = data_root(tmp_path)
+    (root / "briefs" / "plain.yaml").write_text("domain: help-desk\ncompany_type: small\n")
+    store = WorldStore(root=str(root), templates_root=str(templates))
+    defs = make_definitions(store)
+    assert job_for(defs, store, [WID]).name == "brief_build"
+    assert job_for(defs, store, ["brief.plain--v001"]).name == "world_build"
+    selected = {k.to_user_string() for k in defs.resolve_job_def("brief_build").asset_layer.executable_asset_keys}
+    assert "pack_draft" in selected and "world_brief" in selected
+    assert "pack_draft" not in {k.to_user_string()
+                                for k in defs.resolve_job_def("world_build").asset_layer.executable_asset_keys}
+    runs = range_requests(["a", WID, "b"], size=2, drafted=frozenset({WID}))
+    assert [(r.job_name, r.partition_key, r.tags) for r in runs] == [
+        ("brief_build", WID, {}), ("world_build", None, {"dagster/asset_partition_range_start": "a",
+                                                         "dagster/asset_partition_range_end": "b"})]
