@@ -14,8 +14,9 @@ the world composes (the domain's modules plus its optional modules the company t
 say which worlds exist, never what is in one, so they are not part of any world's fingerprint.
 
 The engine's code is hashed the same way: every module under worldfactory/ except the applications
-around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, check-pack's dry run), which
-read or ship worlds but never write a byte of one. Editing the CLI's help text or the catalog
+around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, check-pack's dry run, the draft
+step), which read or ship worlds but never write a byte of one (a text brief's world hashes the pack
+its draft step recorded instead). Editing the CLI's help text or the catalog
 site marks no world stale; editing a generator or a stage marks them all stale. The Dagster layer
 (pipelines/, assets/, resources/) lies outside worldfactory/ and is never hashed: it only orders the
 engine's stages.
