@@ -569,3 +569,24 @@ def test_a_text_briefs_world_runs_the_draft_step_first_in_dagster(tmp_path: Path
     assert [(r.job_name, r.partition_key, r.tags) for r in runs] == [
         ("brief_build", WID, {}), ("world_build", None, {"dagster/asset_partition_range_start": "a",
                                                          "dagster/asset_partition_range_end": "b"})]
+
+
+def test_a_draft_that_never_proves_stops_the_world_in_dagster(tmp_path: Path, templates: Path, pack: dict[str, Any],
+                                                              model_env: pytest.MonkeyPatch) -> None:
+    """pack_draft records the failed draft with its cost; its blocking check keeps world_brief from running."""
+    root = data_root(tmp_path / "data")
+    model = ScriptedReplies([{k: v for k, v in pack.items() if k != "anchor"}])
+    model_env.setenv("WORLDFACTORY_LLM_MAX_REPAIRS", "0")
+    with LLMServer(model) as url, dg.instance_for_test() as instance:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        defs = make_definitions(WorldStore(root=str(root), templates_root=str(templates)))
+        instance.add_dynamic_partitions("world", [WID])
+        result = defs.resolve_job_def("brief_build").execute_in_process(
+            instance=instance, partition_key=WID, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}})
+    assert not result.success and model.requests == 1
+    assert [m.asset_key.path[-1] for m in result.get_asset_materialization_events()] == ["pack_draft"]
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "draft_proven"]
+    assert not check.passed and "no draft proved after 1 replies (0 repairs)" in str(check.metadata["reason"].value)
+    record = recorded(root)
+    assert record.error and record.cost_usd == dollars(model.prompt_tokens, model.completion_tokens) > 0
