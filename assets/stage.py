@@ -143,17 +143,18 @@ LLM_POOL = "llm_api"
 LLM_RETRY = dg.RetryPolicy(max_retries=3, delay=5, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS)
 
 
-def stage_assets() -> list[dg.AssetsDefinition]:
-    """One asset per engine stage, in the registry's order (worldfactory.stages.STAGES), each after the last."""
+def stage_assets(upstream: Sequence[dg.AssetKey] = ()) -> list[dg.AssetsDefinition]:
+    """One asset per engine stage, in the registry's order (worldfactory.stages.STAGES), each after the last;
+    the first after `upstream` (the draft step, assets/draft.py), which its runs may leave out."""
     out: list[dg.AssetsDefinition] = []
     for stage in STAGES:
-        out.append(stage_asset(stage, out[-1:], pool=LLM_POOL if stage.uses_model else None,
-                               retry_policy=LLM_RETRY if stage.uses_model else None))
+        out.append(stage_asset(stage, out[-1:] or list(upstream), pool=LLM_POOL if stage.uses_model else None,
+                               retry_policy=LLM_RETRY if stage.uses_model else None, first=not out))
     return out
 
 
-def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | None = None,
-                retry_policy: dg.RetryPolicy | None = None) -> dg.AssetsDefinition:
+def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition | dg.AssetKey], pool: str | None = None,
+                retry_policy: dg.RetryPolicy | None = None, first: bool | None = None) -> dg.AssetsDefinition:
     """The asset for one engine stage, with its proof as a blocking asset check.
 
     The check runs in the asset's own step (a check spec), not as a separate step: each step
@@ -171,7 +172,7 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition], pool: str | N
     current (a backfill over unchanged worlds does nothing), unless the run is tagged
     `worldfactory/force=true`; the stages after it are then skipped by Dagster.
     """
-    first = not deps
+    first = not deps if first is None else first  # the first stage skips a run of current worlds
     # the proof's check, then one per gate the stage declares (a figure its proof counts that must be whole)
     specs = [dg.AssetCheckSpec(name, asset=stage.name, blocking=True, description=proves,
                                partitions_def=world_partitions)

@@ -5,35 +5,42 @@ and the nightly rebuild."""
 
 import dagster as dg
 
+from worldfactory.drafts import text_brief_file
 from worldfactory.evals.runs import list_run_ids
 from worldfactory.registry import wanted_worlds
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.templates import TemplateError
 from worldfactory_dagster.assets.evals import run_partitions
 from worldfactory_dagster.assets.stage import GROUP
-from worldfactory_dagster.pipelines.jobs import eval_runs, world_build
+from worldfactory_dagster.pipelines.jobs import brief_build, eval_runs, world_build
 from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START, world_partitions
 from worldfactory_dagster.resources.world_store import WorldStore
 
 
-def range_requests(new: list[str], size: int = WORLDS_PER_RUN) -> list[dg.RunRequest]:
+def range_requests(new: list[str], size: int = WORLDS_PER_RUN, drafted: frozenset[str] = frozenset()
+                   ) -> list[dg.RunRequest]:
     """One build run per WORLDS_PER_RUN new worlds, each over a range of partitions (they are added in
-    this order, so consecutive ones are a range); a single world gets a plain one-partition run."""
-    out = []
+    this order, so consecutive ones are a range); a single world gets a plain one-partition run. A free-text
+    brief's world (in `drafted`) gets a run of its own, of `brief_build`: its draft step first."""
+    out = [dg.RunRequest(partition_key=w, run_key=f"register:{w}", job_name=brief_build.name)
+           for w in new if w in drafted]
+    new = [w for w in new if w not in drafted]
     for i in range(0, len(new), size):
         group = new[i:i + size]
         if len(group) == 1:
-            out.append(dg.RunRequest(partition_key=group[0], run_key=f"register:{group[0]}"))
+            out.append(dg.RunRequest(partition_key=group[0], run_key=f"register:{group[0]}",
+                                     job_name=world_build.name))
         else:
-            out.append(dg.RunRequest(run_key=f"register:{group[0]}..{group[-1]}",
+            out.append(dg.RunRequest(run_key=f"register:{group[0]}..{group[-1]}", job_name=world_build.name,
                                      tags={RANGE_START: group[0], RANGE_END: group[-1]}))
     return out
 
 
-@dg.sensor(job=world_build, minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
+@dg.sensor(jobs=[world_build, brief_build], minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Adds world IDs from world_templates/registry.yaml and data/briefs/ (*.yaml, *.md) as "
                        f"partitions and requests build runs for the new ones, up to {WORLDS_PER_RUN} worlds a "
-                       "run. Deleted worlds stay deleted.")
+                       "run (a free-text brief's world: a brief_build run of its own, its draft step first). Deleted "
+                       "worlds stay deleted.")
 def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: WorldStore) -> dg.SensorResult:
     try:
         wanted, errors = wanted_worlds(world_store.templates(), world_store.data_root)
@@ -48,7 +55,8 @@ def world_registry_sensor(context: dg.SensorEvaluationContext, world_store: Worl
         reason = "no new worlds" + (f"; {len(errors)} brief file(s) invalid: {errors[0]}" if errors else "")
         return dg.SensorResult(skip_reason=reason)
     return dg.SensorResult(
-        run_requests=range_requests(new),
+        run_requests=range_requests(new, drafted=frozenset(
+            w for w in new if text_brief_file(w, world_store.briefs_dir) is not None)),
         dynamic_partitions_requests=[world_partitions.build_add_request(new)],
     )
 

@@ -1,10 +1,11 @@
-"""Jobs: every stage of one world (one run per world partition), the catalog refresh, world images and
-evaluation runs."""
+"""Jobs: every stage of one world (one run per world partition; a free-text brief's world with its draft
+step first), the catalog refresh, world images and evaluation runs."""
 
 from __future__ import annotations
 
 import dagster as dg
 
+from worldfactory_dagster.assets.draft import GROUP as DRAFT_GROUP
 from worldfactory_dagster.assets.evals import GROUP as EVAL_GROUP
 from worldfactory_dagster.assets.image import GROUP as IMAGE_GROUP
 from worldfactory_dagster.assets.stage import GROUP
@@ -13,6 +14,13 @@ world_build = dg.define_asset_job(
     "world_build", selection=dg.AssetSelection.groups(GROUP),
     description="Every stage of one world, each stopped by a failed blocking check upstream.",
     tags={"worldfactory/queue": "world_build"},  # a queued deployment limits these runs (deploy/dagster.yaml.in)
+)
+# A free-text brief's world: its draft step (reused when recorded) before every stage.
+brief_build = dg.define_asset_job(
+    "brief_build", selection=dg.AssetSelection.groups(DRAFT_GROUP, GROUP),
+    description="A free-text brief's world: pack_draft (the drafted pack, reused while the brief and model stay "
+                "the same), then every stage.",
+    tags={"worldfactory/queue": "world_build"},
 )
 catalog_refresh = dg.define_asset_job("catalog_refresh", selection=dg.AssetSelection.groups("catalog"))
 # On request only (it needs a container engine): each world's image, checked by running it.

@@ -23,6 +23,7 @@ import dagster as dg
 from pydantic import BaseModel
 
 from worldfactory.catalog import catalog_path, remove_world_rows
+from worldfactory.drafts import text_brief_file
 from worldfactory.parallel import emit, run_in_processes
 from worldfactory.registry import mark_deleted, unmark_deleted
 from worldfactory.stages.pipeline import ensure_catalog_rows
@@ -306,10 +307,16 @@ def build_group(job: dg.JobDefinition, instance: dg.DagsterInstance, store: Worl
 _WORKER: dict[str, Any] = {}  # a --jobs worker process's store, instance and job, made once per process
 
 
+def job_for(defs: dg.Definitions, store: WorldStore, group: list[str]) -> dg.JobDefinition:
+    """`brief_build` (the draft step, then every stage) for a group holding a free-text brief's world, else
+    `world_build`: a catalog world's run has no draft step."""
+    drafted = any(text_brief_file(wid, store.briefs_dir) is not None for wid in group)
+    return defs.resolve_job_def("brief_build" if drafted else "world_build")
+
+
 def _worker_init(root: str, templates_root: str) -> None:
     store = WorldStore(root=root, templates_root=templates_root)
-    _WORKER.update(store=store, instance=open_instance(),
-                   job=make_definitions(store).resolve_job_def("world_build"))
+    _WORKER.update(store=store, instance=open_instance(), defs=make_definitions(store))
 
 
 def _worker_build(task: tuple[list[str], bool]) -> list[WorldOutcome]:
@@ -317,7 +324,8 @@ def _worker_build(task: tuple[list[str], bool]) -> list[WorldOutcome]:
     group, force = task
     token = PROGRESS.set(emit)
     try:
-        return build_group(_WORKER["job"], _WORKER["instance"], _WORKER["store"], group, force)
+        return build_group(job_for(_WORKER["defs"], _WORKER["store"], group), _WORKER["instance"],
+                           _WORKER["store"], group, force)
     finally:
         PROGRESS.reset(token)
 
@@ -354,7 +362,6 @@ def _build_worlds(instance: dg.DagsterInstance, ids: list[str], store: WorldStor
                   jobs: int, on_stage: Callable[[str, str], None] | None,
                   on_done: Callable[[WorldOutcome], None] | None) -> list[WorldOutcome]:
     defs = make_definitions(store)
-    job = defs.resolve_job_def("world_build")
     existing = set(instance.get_dynamic_partitions(world_partitions.name))
     new = [w for w in ids if w not in existing]
     if new:
@@ -396,7 +403,7 @@ def _build_worlds(instance: dg.DagsterInstance, ids: list[str], store: WorldStor
         token = PROGRESS.set(on_stage)
         try:
             for group in groups:
-                for outcome in build_group(job, instance, store, group, force):
+                for outcome in build_group(job_for(defs, store, group), instance, store, group, force):
                     finish(outcome)
         finally:
             PROGRESS.reset(token)

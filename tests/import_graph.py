@@ -82,7 +82,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
               "worldfactory.safe_text", "worldfactory.ports", "worldfactory.run_size", "worldfactory.data_root")),
     ("inputs", ("worldfactory.templates", "worldfactory.packs", "worldfactory.packsql", "worldfactory.seeds",
                 "worldfactory.briefs", "worldfactory.variants", "worldfactory.registry", "worldfactory.fingerprints",
-                "worldfactory.pack_flow", "worldfactory.constraints")),
+                "worldfactory.pack_flow", "worldfactory.constraints", "worldfactory.drafts")),
     ("runtime", ("worldfactory.runtime", "worldfactory.sandbox", "worldfactory.requester")),
     ("confine", ("worldfactory.boundary", "worldfactory.landlock", "worldfactory.confine", "worldfactory.tool_probes")),
     # generate/careless.py is the careless policy's plans (the build's validity check replays them too)

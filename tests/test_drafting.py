@@ -1,7 +1,10 @@
 """A free-text brief becomes a world through a model played by a loopback server (tests/llm_server.py).
 
 The "model" answers with real packs: tests/small_templates' help-desk pack as JSON, renamed, or
-broken on purpose. Every build is the real engine (and once real Dagster) on the small template set.
+broken on purpose. Drafting is its own step above the build (worldfactory.drafting.step, `worldfactory
+draft`, the pack_draft asset): it records the pack in data/drafts/ with its cost and corrections, and
+world_brief only reads that record. Every build is the real engine (and once real Dagster) on the small
+template set.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ from worldfactory.cli import main as cli_main
 from worldfactory.drafting.checks import check_drafted
 from worldfactory.drafting.client import ModelUnavailable
 from worldfactory.drafting.config import PRICES
+from worldfactory.drafting.errors import DraftError
 from worldfactory.drafting.loop import validate_reply
 from worldfactory.drafting.prompt import EXAMPLE
+from worldfactory.drafting.step import DraftResult, draft_brief
+from worldfactory.drafts import RECORD, DraftRecord, draft_folder
 from worldfactory.packs import check_domain, pack_schema
-from worldfactory.stages.pipeline import StageFailed, build_world
+from worldfactory.stages.core import StageError
+from worldfactory.stages.pipeline import BuildResult, build_world
 from worldfactory.templates import TemplateSet, load_templates
 from worldfactory_dagster.pipelines.definitions import make_definitions
 from worldfactory_dagster.resources.world_store import WorldStore
@@ -92,6 +99,20 @@ def dollars(prompt: int, completion: int) -> float:
     return round((prompt * p.input_per_mtok + completion * p.output_per_mtok) / 1e6, 8)
 
 
+def brief_file(root: Path) -> Path:
+    return root / "briefs" / f"{SLUG}.md"
+
+
+def draft_and_build(root: Path, ts: TemplateSet) -> tuple[DraftResult, BuildResult]:
+    """The draft step, then the build (which only reads the recorded draft)."""
+    result = draft_brief(brief_file(root), ts)
+    return result, build_world(WID, root, ts)
+
+
+def recorded(root: Path) -> DraftRecord:
+    return DraftRecord.model_validate_json((draft_folder(brief_file(root), MODEL) / RECORD).read_bytes())
+
+
 @pytest.fixture(scope="module")
 def first(tmp_path_factory: pytest.TempPathFactory, templates: Path, pack: dict[str, Any]) -> Iterator[dict]:
     """The valid-first-reply world, built through Dagster on a real instance (the server is gone afterwards).
@@ -108,7 +129,7 @@ def first(tmp_path_factory: pytest.TempPathFactory, templates: Path, pack: dict[
             os.environ["OPENAI_BASE_URL"] = url
             defs = make_definitions(WorldStore(root=str(root), templates_root=str(templates)))
             instance.add_dynamic_partitions("world", [WID])
-            result = defs.resolve_job_def("world_build").execute_in_process(
+            result = defs.resolve_job_def("brief_build").execute_in_process(
                 instance=instance, partition_key=WID, raise_on_error=False,
                 run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}})
             mats = {m.asset_key.path[-1]: {k: v.value for k, v in m.metadata.items()}
@@ -135,24 +156,40 @@ def test_a_valid_first_reply_builds_the_world_with_no_corrections(first: dict) -
     usd = dollars(model.prompt_tokens, model.completion_tokens)
     assert usd > 0
     assert manifest["drafting"]["corrections"] == {} and manifest["drafting"]["attempts"] == 1
-    assert manifest["costs"]["world_brief"] == {"corrections": 0, "cost_usd": usd,
-                                                "llm_prompt_tokens": model.prompt_tokens,
-                                                "llm_completion_tokens": model.completion_tokens}
+    # the draft step's cost is its own entry; world_brief spent nothing (it only read the recorded draft)
+    assert manifest["costs"]["pack_draft"] == {"corrections": 0, "cost_usd": usd,
+                                               "llm_prompt_tokens": model.prompt_tokens,
+                                               "llm_completion_tokens": model.completion_tokens}
+    assert manifest["costs"]["world_brief"] == {"corrections": 0, "cost_usd": 0.0, "llm_prompt_tokens": 0,
+                                                "llm_completion_tokens": 0}
     assert json.loads((bundle / "pack.json").read_text())["name"] == "service-desk"
     brief = json.loads((bundle / "brief.json").read_text())
     assert (brief["domain"], brief["company_name"], brief["company_type"]) == ("service-desk", "Acme Desk", "small")
-    meta = first["meta"]["world_brief"]  # Dagster metadata: what this run spent
-    assert (meta["llm_prompt_tokens"], meta["llm_completion_tokens"], meta["corrections"]) == (
-        model.prompt_tokens, model.completion_tokens, 0)
-    assert meta["cost_usd"] == pytest.approx(usd)
+    # the draft is recorded in data/drafts/<key>/, keyed by the brief's bytes and the model, with its cost
+    folder = draft_folder(brief_file(root), MODEL)
+    assert folder.parent == root / "drafts"
+    assert (folder / "pack.json").read_bytes() == (bundle / "pack.json").read_bytes()
+    assert (folder / "brief.md").read_bytes() == brief_file(root).read_bytes()
+    record = recorded(root)
+    assert (record.prompt_tokens, record.completion_tokens, record.cost_usd) == (
+        model.prompt_tokens, model.completion_tokens, usd)
+    # Dagster: pack_draft sits upstream of world_brief, with what it cost and what this run paid
+    meta = first["meta"]["pack_draft"]
+    assert (meta["llm_prompt_tokens"], meta["llm_completion_tokens"], meta["corrections"], meta["reused"]) == (
+        model.prompt_tokens, model.completion_tokens, 0, False)
+    assert meta["cost_usd"] == pytest.approx(usd) and meta["spent_usd"] == pytest.approx(usd)
+    assert meta["model_requests"] == 1
+    assert first["meta"]["world_brief"]["llm_prompt_tokens"] == 0
+    order = [m.asset_key.path[-1] for m in first["result"].get_asset_materialization_events()]
+    assert order[:2] == ["pack_draft", "world_brief"]
     row = cost_rows(root)["world_brief"]
-    assert (row["llm_prompt_tokens"], row["llm_completion_tokens"], row["corrections"]) == (
-        model.prompt_tokens, model.completion_tokens, 0)
+    assert (row["llm_prompt_tokens"], row["llm_completion_tokens"], row["corrections"]) == (0, 0, 0)
     assert sum(r["corrections"] for r in cost_rows(root).values()) == 0
 
 
 def test_cached_rebuild_with_the_server_stopped_gives_the_same_bytes_at_no_cost(
-        first: dict, templates: Path, model_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+        first: dict, templates: Path, ts: TemplateSet, model_env: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     root = first["root"]
     before = hashes(root / "worlds" / WID)
     model_env.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
@@ -170,25 +207,99 @@ def test_cached_rebuild_with_the_server_stopped_gives_the_same_bytes_at_no_cost(
     assert first["model"].requests == 2  # the 429 and the reply, both while the world was first built
     row = cost_rows(root)["world_brief"]  # this build spent nothing
     assert (row["llm_prompt_tokens"], row["llm_completion_tokens"], row["cost_usd"]) == (0, 0, 0.0)
-    # a changed brief text is a new request, which --offline refuses (and nothing is published over the world)
-    brief = root / "briefs" / f"{SLUG}.md"
+    # a changed brief text is another draft: the build alone refuses it, and the draft step --offline cannot ask
+    brief = brief_file(root)
     original = brief.read_text()
     brief.write_text(original.replace("mid-sized", "large"))
     try:
-        with pytest.raises(StageFailed, match="not in the reply cache .* --offline forbids calling a model"):
+        with pytest.raises(StageError, match="no draft of acme-desk.md by gpt-4o-mini is recorded .*: run the "
+                                             "draft step first, `worldfactory draft brief.acme-desk--v001`"):
             build_world(WID, root, load_templates(templates))
+        with pytest.raises(DraftError, match="not in the reply cache .* --offline forbids calling a model"):
+            draft_brief(brief, ts)
     finally:
         brief.write_text(original)
     assert hashes(root / "worlds" / WID) == before
 
 
-def test_a_changed_model_makes_the_world_stale(first: dict, ts: TemplateSet, model_env: pytest.MonkeyPatch) -> None:
+def test_the_stage_alone_never_calls_the_model_and_a_missing_draft_says_what_to_run(
+        tmp_path: Path, ts: TemplateSet, pack: dict[str, Any], model_env: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], templates: Path) -> None:
+    """The server is up and would answer with a valid pack; world_brief still asks it nothing."""
+    root = data_root(tmp_path)
+    model = ScriptedReplies([pack])
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        with pytest.raises(StageError) as err:
+            build_world(WID, root, ts)
+        assert model.requests == 0
+        assert str(err.value) == (
+            f"{WID}: no draft of acme-desk.md by {MODEL} is recorded ({draft_folder(brief_file(root), MODEL)}): run "
+            f"the draft step first, `worldfactory draft {WID}` (or `worldfactory build {WID}`, which drafts first "
+            f"when needed)")
+        assert not (root / "worlds").exists()
+        # the draft step alone asks once and records it; the build then reads it, asking nothing
+        model_env.setenv("WORLDFACTORY_TEMPLATES", str(templates))
+        assert cli_main(["draft", WID, "--json", "--data", str(root)]) == 0
+        summary = json.loads(capsys.readouterr().out)[0]
+        assert model.requests == 1 and summary["proven"] and not summary["reused"]
+        assert summary["spent"]["model_requests"] == 1 and summary["cost_usd"] > 0
+        build_world(WID, root, ts, force=True)
+        assert model.requests == 1
+        # no model named: the stage says how to draft, and asks nothing
+        model_env.setenv("WORLDFACTORY_LLM_MODEL", "")
+        with pytest.raises(StageError, match="no model is named .* `worldfactory draft brief.acme-desk--v001 "
+                                             "--model M --base-url URL`"):
+            build_world(WID, root, ts, force=True)
+    assert model.requests == 1
+
+
+def test_a_second_build_reuses_the_draft_without_calls(tmp_path: Path, templates: Path, pack: dict[str, Any],
+                                                       model_env: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """`worldfactory build` of a text brief runs the draft step first when no draft is recorded, and only then."""
+    root = data_root(tmp_path)
+    model = ScriptedReplies([pack])
+    model_env.setenv("WORLDFACTORY_TEMPLATES", str(templates))
+    with LLMServer(model) as url:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        assert cli_main(["build", WID, "--no-dagster", "--json", "--data", str(root)]) == 0
+        assert model.requests == 1
+        assert "draft of acme-desk.md by gpt-4o-mini: proven, 1 replies" in capsys.readouterr().err
+        first_bytes = hashes(root / "worlds" / WID)
+        assert cli_main(["build", WID, "--no-dagster", "--force", "--json", "--data", str(root)]) == 0
+        assert model.requests == 1  # the recorded draft, reused: no call
+        assert "draft of" not in capsys.readouterr().err  # and no draft step at all
+        assert hashes(root / "worlds" / WID) == first_bytes
+        assert cli_main(["draft", SLUG, "--json", "--data", str(root)]) == 0  # named by slug: reused
+        assert json.loads(capsys.readouterr().out)[0]["reused"] is True
+        assert cli_main(["draft", str(brief_file(root)), "--force", "--json", "--data", str(root)]) == 0
+        again = json.loads(capsys.readouterr().out)[0]  # drafted again from the reply cache: $0 now
+        assert (again["reused"], again["spent"]["cost_usd"], again["spent"]["cached_replies"]) == (False, 0.0, 1)
+        assert again["cost_usd"] == recorded(root).cost_usd > 0  # the conversation's cost, as when it was made
+    assert model.requests == 1
+    (root / "briefs" / "plain.yaml").write_text("domain: help-desk\ncompany_type: small\n")
+    assert cli_main(["draft", "brief.plain--v001", "--data", str(root)]) == 2
+    assert "names no free-text brief" in capsys.readouterr().err
+
+
+def test_a_changed_model_or_draft_makes_the_world_stale(first: dict, ts: TemplateSet,
+                                                       model_env: pytest.MonkeyPatch) -> None:
     from worldfactory.fingerprints import world_inputs_fingerprint
 
     briefs = first["root"] / "briefs"
     one = world_inputs_fingerprint(ts, WID, briefs)
     model_env.setenv("WORLDFACTORY_LLM_MODEL", "another-model")
     assert world_inputs_fingerprint(ts, WID, briefs) != one
+    model_env.setenv("WORLDFACTORY_LLM_MODEL", MODEL)
+    assert world_inputs_fingerprint(ts, WID, briefs) == one
+    record = draft_folder(brief_file(first["root"]), MODEL) / RECORD  # the recorded pack is an input too
+    saved = record.read_bytes()
+    try:
+        record.write_bytes(saved.replace(b'"pack_sha256": "', b'"pack_sha256": "0'))
+        assert world_inputs_fingerprint(ts, WID, briefs) != one
+    finally:
+        record.write_bytes(saved)
 
 
 def test_a_broken_draft_is_repaired_once(tmp_path: Path, ts: TemplateSet, pack: dict[str, Any],
@@ -199,7 +310,7 @@ def test_a_broken_draft_is_repaired_once(tmp_path: Path, ts: TemplateSet, pack: 
     model = ScriptedReplies([broken, pack])
     with LLMServer(model) as url:
         model_env.setenv("OPENAI_BASE_URL", url)
-        build_world(WID, root, ts)
+        draft_and_build(root, ts)
     assert model.requests == 2
     second = model.bodies[1]["messages"]
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
@@ -210,8 +321,14 @@ def test_a_broken_draft_is_repaired_once(tmp_path: Path, ts: TemplateSet, pack: 
     manifest = json.loads((root / "worlds" / WID / "world.json").read_text())
     assert manifest["drafting"]["corrections"] == {"world_brief": 1} and manifest["drafting"]["attempts"] == 2
     assert manifest["costs"]["world_brief"]["corrections"] == 1
-    assert manifest["costs"]["world_brief"]["llm_prompt_tokens"] == model.prompt_tokens
+    assert manifest["costs"]["pack_draft"]["llm_prompt_tokens"] == model.prompt_tokens
+    assert manifest["costs"]["pack_draft"]["corrections"] == 1
     assert cost_rows(root)["world_brief"]["corrections"] == 1
+    record = recorded(root)  # the draft step's record: its cost and its corrections
+    assert record.corrections == {"world_brief": 1} and len(record.attempts) == 2
+    assert (record.prompt_tokens, record.cost_usd) == (model.prompt_tokens,
+                                                      dollars(model.prompt_tokens, model.completion_tokens))
+    assert record.attempts[0].failure is not None and record.attempts[0].failure.check == "pack_valid"
 
 
 def test_a_model_that_never_gets_it_right_fails_clearly_publishes_nothing_and_its_cost_is_recorded(
@@ -224,22 +341,26 @@ def test_a_model_that_never_gets_it_right_fails_clearly_publishes_nothing_and_it
     model_env.setenv("WORLDFACTORY_LLM_MAX_REPAIRS", "2")
     with LLMServer(model) as url:
         model_env.setenv("OPENAI_BASE_URL", url)
-        with pytest.raises(StageFailed) as err:
+        result = draft_brief(brief_file(root), ts)
+        assert not result.proven
+        with pytest.raises(StageError) as err:
             build_world(WID, root, ts)
     assert model.requests == 3
     message = str(err.value)
-    assert "world_brief failed its check 'brief_valid'" in message
+    assert f"{WID}: the draft of acme-desk.md by {MODEL} did not prove:" in message
     assert "no draft proved after 3 replies (2 repairs)" in message and "field 'anchor': Field required" in message
+    assert "run `worldfactory draft brief.acme-desk--v001 --force`" in message
     quoted = model.bodies[1]["messages"][-1]["content"]
     assert "Stage seed_database failed its check 'seed_integrity'" in quoted
     assert "invariant 'no request has a fee' (domains/" in quoted  # the drafted pack's own field:
     assert "field 'invariants[0:no request has a fee].sql') fails for" in quoted
     assert "not one JSON object" in model.bodies[2]["messages"][-1]["content"]
     assert not (root / "worlds").exists() or not any((root / "worlds").iterdir())
-    row = cost_rows(root)["world_brief"]
-    assert (row["llm_prompt_tokens"], row["llm_completion_tokens"]) == (model.prompt_tokens, model.completion_tokens)
-    assert row["cost_usd"] == pytest.approx(dollars(model.prompt_tokens, model.completion_tokens)) and row["cost_usd"]
-    assert row["corrections"] == 1  # the unreadable reply; the seed stage's repair is recorded in drafting.json
+    record = recorded(root)  # what it spent is still recorded, with no pack
+    assert (record.prompt_tokens, record.completion_tokens) == (model.prompt_tokens, model.completion_tokens)
+    assert record.cost_usd == pytest.approx(dollars(model.prompt_tokens, model.completion_tokens)) and record.cost_usd
+    assert record.corrections == {"seed_database": 1, "world_brief": 1} and record.error == result.draft.record.error
+    assert not (draft_folder(brief_file(root), MODEL) / "pack.json").exists()
 
 
 def test_429_then_success(first: dict) -> None:
@@ -256,10 +377,11 @@ def test_a_server_that_keeps_failing_fails_the_build_and_records_no_pack(
     with LLMServer(model) as url:
         model_env.setenv("OPENAI_BASE_URL", url)
         with pytest.raises(ModelUnavailable, match="InternalServerError.*after 4 retries") as err:
-            build_world(WID, root, ts)
+            draft_brief(brief_file(root), ts)
+    assert isinstance(err.value, DraftError) and not isinstance(err.value, StageError)  # drafting's own error
     assert model.requests == 5, str(err.value)  # the first try and the client's 4 retries, with backoff
     assert not (root / "worlds").exists()
-    assert cost_rows(root)["world_brief"]["llm_prompt_tokens"] == 0
+    assert not (draft_folder(brief_file(root), MODEL) / RECORD).exists()  # no draft recorded: nothing was decided
 
 
 SMUGGLED = ("__import__('os').system('touch {canary}')", "\"\"\"); import os; os.system('touch {canary}'); (\"\"\"",
@@ -289,7 +411,7 @@ def test_smuggled_code_like_strings_stay_inert(first: dict, tmp_path: Path, ts: 
     model = ScriptedReplies([bad, sly])
     with LLMServer(model) as url:
         model_env.setenv("OPENAI_BASE_URL", url)
-        build_world(WID, root, ts)
+        draft_and_build(root, ts)
     quote = model.bodies[1]["messages"][-1]["content"]
     assert "field 'tables[0:requests].workflow.transitions[2:close_request].verb': placeholder {obj:>99999999}" \
         in quote, quote
@@ -395,7 +517,7 @@ def test_malformed_replies_get_a_repair_message_not_a_crash(tmp_path: Path, ts: 
     model = ScriptedReplies([deep, escaped, raw, pack])
     with LLMServer(model) as url:
         model_env.setenv("OPENAI_BASE_URL", url)
-        build_world(WID, root, ts)
+        draft_and_build(root, ts)
     assert model.requests == 4
     quotes = [model.bodies[i]["messages"][-1]["content"] for i in (1, 2, 3)]
     assert "pack.json: the reply nests lists or objects too deeply to read" in quotes[0]
@@ -425,3 +547,46 @@ def test_a_drafted_chain_whose_row_product_is_huge_gets_a_repair_message(pack: d
     data["tables"] = data["tables"][:2]
     data["tables"][0]["rows"] = 40
     assert not hasattr(validate_reply(json.dumps(data), brief_of(ts), ts), "reason")
+
+
+def test_a_text_briefs_world_runs_the_draft_step_first_in_dagster(tmp_path: Path, templates: Path) -> None:
+    """The CLI's runner and the registration sensor pick brief_build (pack_draft, then every stage) for a text
+    brief's world, and world_build (no draft step) for the others."""
+    from worldfactory_dagster.pipelines.automation import range_requests
+    from worldfactory_dagster.pipelines.runner import job_for
+
+    root = data_root(tmp_path)
+    (root / "briefs" / "plain.yaml").write_text("domain: help-desk\ncompany_type: small\n")
+    store = WorldStore(root=str(root), templates_root=str(templates))
+    defs = make_definitions(store)
+    assert job_for(defs, store, [WID]).name == "brief_build"
+    assert job_for(defs, store, ["brief.plain--v001"]).name == "world_build"
+    selected = {k.to_user_string() for k in defs.resolve_job_def("brief_build").asset_layer.executable_asset_keys}
+    assert "pack_draft" in selected and "world_brief" in selected
+    assert "pack_draft" not in {k.to_user_string()
+                                for k in defs.resolve_job_def("world_build").asset_layer.executable_asset_keys}
+    runs = range_requests(["a", WID, "b"], size=2, drafted=frozenset({WID}))
+    assert [(r.job_name, r.partition_key, r.tags) for r in runs] == [
+        ("brief_build", WID, {}), ("world_build", None, {"dagster/asset_partition_range_start": "a",
+                                                         "dagster/asset_partition_range_end": "b"})]
+
+
+def test_a_draft_that_never_proves_stops_the_world_in_dagster(tmp_path: Path, templates: Path, pack: dict[str, Any],
+                                                              model_env: pytest.MonkeyPatch) -> None:
+    """pack_draft records the failed draft with its cost; its blocking check keeps world_brief from running."""
+    root = data_root(tmp_path / "data")
+    model = ScriptedReplies([{k: v for k, v in pack.items() if k != "anchor"}])
+    model_env.setenv("WORLDFACTORY_LLM_MAX_REPAIRS", "0")
+    with LLMServer(model) as url, dg.instance_for_test() as instance:
+        model_env.setenv("OPENAI_BASE_URL", url)
+        defs = make_definitions(WorldStore(root=str(root), templates_root=str(templates)))
+        instance.add_dynamic_partitions("world", [WID])
+        result = defs.resolve_job_def("brief_build").execute_in_process(
+            instance=instance, partition_key=WID, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}})
+    assert not result.success and model.requests == 1
+    assert [m.asset_key.path[-1] for m in result.get_asset_materialization_events()] == ["pack_draft"]
+    [check] = [c for c in result.get_asset_check_evaluations() if c.check_name == "draft_proven"]
+    assert not check.passed and "no draft proved after 1 replies (0 repairs)" in str(check.metadata["reason"].value)
+    record = recorded(root)
+    assert record.error and record.cost_usd == dollars(model.prompt_tokens, model.completion_tokens) > 0

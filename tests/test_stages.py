@@ -41,14 +41,18 @@ def test_every_stage_module_declares_one_stage_listed_once() -> None:
 def test_dagster_assets_and_checks_follow_the_registry() -> None:
     defs = make_definitions()
     graph = defs.resolve_asset_graph()
-    # the catalog, the on-request image (assets/image.py) and evaluation runs (assets/evals.py, by run)
-    others = ("world_catalog", "world_image", "eval_run")
+    # the catalog, the on-request image (assets/image.py), evaluation runs (assets/evals.py, by run) and a text
+    # brief's draft step (assets/draft.py), upstream of the first stage
+    others = ("world_catalog", "world_image", "eval_run", "pack_draft")
     keys = [k.to_user_string() for k in graph.get_all_asset_keys() if k.to_user_string() not in others]
     assert sorted(keys) == sorted(s.name for s in STAGES)
+    draft = graph.get(dg.AssetKey("pack_draft"))
+    assert not draft.parent_keys and {c.name for c in draft.check_keys} == {"draft_proven"}
+    assert "llm_api" in (draft.pools or [])  # the one asset that calls a model to build a world's inputs
     for before, stage in zip((None, *STAGES[:-1]), STAGES, strict=True):
         node = graph.get(dg.AssetKey(stage.name))
         parents = {p.to_user_string() for p in node.parent_keys}
-        assert parents == ({before.name} if before else set()), stage.name
+        assert parents == ({before.name} if before else {"pack_draft"}), stage.name
         checks = {c.name for c in node.check_keys}
         assert checks == set(stage.checks), stage.name  # the proof's check and each gate's, from the declaration
         pools = {p for p in (node.pools or [])}

@@ -150,6 +150,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 2
     for wid in ids:
         check_world_id(wid, ts, root / "briefs")  # fail fast on a bad ID or brief file, before any work starts
+    if args.no_dagster:  # the draft step first, where a text brief has no proven draft (Dagster: pack_draft)
+        _draft_first(ids, root, ts)
     from worldfactory import boundary, confine
 
     # before any work: which boundary generated code runs under (none can start: one message saying what to do)
@@ -305,6 +307,49 @@ def _print_results(results: list[Any], as_json: bool) -> None:
                         "(`worldfactory ui` shows it).")
 
 
+def _draft_first(ids: list[str], root: Path, ts: Any) -> None:
+    """Run the draft step for the text briefs among `ids` with no proven draft recorded (once per brief file)."""
+    from worldfactory.briefs import model_from_env
+    from worldfactory.drafting.step import draft_brief, draft_needed
+
+    for path in dict.fromkeys(p for w in ids if (p := draft_needed(w, root / "briefs", model_from_env()))):
+        _report_draft(draft_brief(path, ts), as_json=False)
+
+
+def _report_draft(result: Any, as_json: bool) -> dict[str, Any]:
+    """One line on stderr (or the returned summary, for --json): the draft's folder, cost and corrections."""
+    rec, spend = result.draft.record, result.spend
+    summary = {"brief": str(result.brief_file), "draft": str(result.draft.folder), "proven": result.proven,
+               "reused": result.reused, "model": rec.model, "attempts": len(rec.attempts),
+               "corrections": dict(sorted(rec.corrections.items())), "llm_prompt_tokens": rec.prompt_tokens,
+               "llm_completion_tokens": rec.completion_tokens, "cost_usd": rec.cost_usd,
+               "spent": {"llm_prompt_tokens": spend.prompt_tokens, "llm_completion_tokens": spend.completion_tokens,
+                         "cost_usd": spend.cost_usd, "model_requests": spend.requests - spend.cached,
+                         "cached_replies": spend.cached},
+               "error": rec.error}
+    if not as_json:
+        how = "reused" if result.reused else ("proven" if result.proven else "FAILED")
+        ERR.print(f"draft of {result.brief_file.name} by {rec.model}: {how}, {len(rec.attempts)} replies, "
+                  f"{sum(rec.corrections.values())} corrections, {rec.prompt_tokens + rec.completion_tokens} tokens, "
+                  f"${rec.cost_usd:.4f} (this run paid ${spend.cost_usd:.4f}): {result.draft.folder}"
+                  + (f"\nerror: {rec.error}" if rec.error else ""), markup=False, highlight=False, soft_wrap=True)
+    return summary
+
+
+def cmd_draft(args: argparse.Namespace) -> int:
+    """The draft step alone: draft (or reuse) a text brief's pack, prove it with the pipeline, record it."""
+    from worldfactory.drafting.step import brief_file_of, draft_brief
+    from worldfactory.templates import load_templates
+
+    _model_settings(args)
+    ts = load_templates(templates_root())
+    results = [draft_brief(brief_file_of(name, _root(args) / "briefs"), ts, force=args.force) for name in args.briefs]
+    summaries = [_report_draft(r, args.json) for r in results]
+    if args.json:
+        print(json.dumps(summaries, indent=1))
+    return 0 if all(r.proven for r in results) else 1
+
+
 def cmd_brief_new(args: argparse.Namespace) -> int:
     from worldfactory.briefs import write_text_brief
     from worldfactory.templates import load_templates
@@ -313,8 +358,8 @@ def cmd_brief_new(args: argparse.Namespace) -> int:
     head = {"company_type": args.company_type, "company_name": args.company_name,
             "variants": args.variants if args.variants != 1 else None}
     path = write_text_brief(_root(args) / "briefs", args.slug, text, load_templates(templates_root()), head)
-    print(f"{path}: world brief.{args.slug}--v001 (build it with a model: worldfactory build brief.{args.slug}--v001 "
-          f"--base-url URL --model M)")
+    print(f"{path}: world brief.{args.slug}--v001 (draft its pack with a model, then build: worldfactory draft "
+          f"brief.{args.slug}--v001 --base-url URL --model M; `worldfactory build` drafts first when needed)")
     return 0
 
 
@@ -818,6 +863,13 @@ def group_alive(pgid: int) -> list[int]:
 DATA_HELP = "data root: worlds are found under DATA/worlds (default $WORLDFACTORY_DATA, else data/)"
 
 
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", help="OpenAI-compatible server that drafts free-text briefs' packs "
+                                      "(default $OPENAI_BASE_URL; key: $OPENAI_API_KEY)")
+    p.add_argument("--model", help="the model that drafts them (default $WORLDFACTORY_LLM_MODEL)")
+    p.add_argument("--offline", action="store_true", help="never call a model: cached replies only")
+
+
 def _data_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help=DATA_HELP)
 
@@ -911,14 +963,20 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-dagster", action="store_true",
                    help="engine only: build without recording runs in Dagster (same bytes)")
     b.add_argument("--json", action="store_true")
-    b.add_argument("--base-url", help="OpenAI-compatible server that drafts free-text briefs' packs "
-                                      "(default $OPENAI_BASE_URL; key: $OPENAI_API_KEY)")
-    b.add_argument("--model", help="the model that drafts them (default $WORLDFACTORY_LLM_MODEL)")
-    b.add_argument("--offline", action="store_true", help="never call a model: cached replies only")
+    _model_args(b)
     _sandbox_args(b, verify=False)
     b.set_defaults(fn=cmd_build)
 
-    br = sub.add_parser("brief", help="free-text briefs: a model drafts their domain pack when built")
+    dr = sub.add_parser("draft", help="the draft step: a model drafts a free-text brief's domain pack, the pipeline "
+                                      "proves it, and data/drafts/ records it with its cost and corrections")
+    dr.add_argument("briefs", nargs="+", metavar="BRIEF", help="a world ID brief.SLUG--v001, a slug, or a .md path")
+    dr.add_argument("--force", action="store_true", help="draft again even when a proven draft is recorded")
+    dr.add_argument("--json", action="store_true")
+    _model_args(dr)
+    _data_arg(dr)
+    dr.set_defaults(fn=cmd_draft)
+
+    br = sub.add_parser("brief", help="free-text briefs: a model drafts their domain pack (`draft`, or when built)")
     brs = br.add_subparsers(dest="brief_command", required=True)
     bn = brs.add_parser("new", help="write data/briefs/SLUG.md (world brief.SLUG--v001)")
     bn.add_argument("slug", metavar="SLUG")

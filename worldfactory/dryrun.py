@@ -103,7 +103,7 @@ def dry_run(path: Path, pack: DomainPack, templates: TemplateSet, company_type: 
     """Build a small world of the pack (the smallest company type, variant 1) up to its tasks, in a
     temporary folder that is removed after; each stage made and proved before the next."""
     from worldfactory.briefs import templates_with
-    from worldfactory.drafting.record import pack_bytes
+    from worldfactory.drafts import pack_bytes
     from worldfactory.seeds import _expand
     from worldfactory.stages import STAGES
     from worldfactory.stages.brief import PACK

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from worldfactory.catalog import CatalogError
 from worldfactory.confine import ConfinementError
+from worldfactory.drafting.errors import DraftError
 from worldfactory.generate.data import SeedDataError
 from worldfactory.generate.schema import SchemaError
 from worldfactory.generate.verifiers import VerifierError
@@ -17,5 +18,5 @@ from worldfactory.templates import TemplateError
 
 USER_ERRORS: tuple[type[Exception], ...] = (
     TemplateError, SeedError, WorldError, SchemaError, SeedDataError, SandboxError, VerifierError,
-    StageError, CatalogError, TraceError, RolloutError, ConfinementError,
+    StageError, CatalogError, TraceError, RolloutError, ConfinementError, DraftError,
 )

@@ -14,8 +14,9 @@ the world composes (the domain's modules plus its optional modules the company t
 say which worlds exist, never what is in one, so they are not part of any world's fingerprint.
 
 The engine's code is hashed the same way: every module under worldfactory/ except the applications
-around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, check-pack's dry run), which
-read or ship worlds but never write a byte of one. Editing the CLI's help text or the catalog
+around the build (NOT_WORLD_CODE: the CLI, site, adapters, images, check-pack's dry run, the draft
+step), which read or ship worlds but never write a byte of one (a text brief's world hashes the pack
+its draft step recorded instead). Editing the CLI's help text or the catalog
 site marks no world stale; editing a generator or a stage marks them all stale. The Dagster layer
 (pipelines/, assets/, resources/) lies outside worldfactory/ and is never hashed: it only orders the
 engine's stages.
@@ -31,6 +32,7 @@ import yaml
 
 import worldfactory
 from worldfactory.briefs import TextBrief, model_from_env
+from worldfactory.drafts import recorded_pack_sha256, text_brief_file
 from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE
 from worldfactory.templates import REGISTRY_FILE, TemplateSet
 
@@ -52,6 +54,7 @@ NOT_WORLD_CODE: dict[str, str] = {
     "parallel": "the process pool that runs builds side by side: the same bytes as one at a time",
     "registry": "which worlds should exist, never what is in one (as catalog.yaml and registry.yaml)",
     "dryrun": "check-pack's dry run: builds a pack's small world in a temporary folder, never a published one",
+    "drafting": "the draft step: records a text brief's pack in data/drafts, which a world's fingerprint hashes",
     "pack_flow": "check-pack's notes on statuses no row can hold: read by the dry run only",
     "module_reference": "writes the shared module reference into world_templates/README.md",
 }
@@ -176,4 +179,6 @@ def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: 
     parts.append(f"brief\0{brief_file_digest(world_id, briefs_dir)}")
     if _text_brief(templates, world_id, briefs_dir) is not None:  # another model drafts another pack
         parts.append(f"model\0{model_from_env()}")
+        path = text_brief_file(world_id, briefs_dir)  # the pack its draft step recorded (a redraft may differ)
+        parts.append(f"draft\0{recorded_pack_sha256(path, model_from_env()) if path is not None else 'none'}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -15,10 +15,10 @@ import openai
 
 from worldfactory.drafting.cache import CachedReply, ReplyCache, request_key
 from worldfactory.drafting.config import ENV_BASE_URL, ENV_MODEL, LLMConfig
-from worldfactory.stages.core import StageError
+from worldfactory.drafting.errors import DraftError
 
 
-class ModelUnavailable(StageError):
+class ModelUnavailable(DraftError):
     """No reply could be had: the server kept failing (HTTP errors after the client's retries, timeouts)."""
 
 

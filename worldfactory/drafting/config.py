@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from worldfactory.briefs import ENV_MODEL as ENV_MODEL  # where the CLI and the client read it
 from worldfactory.briefs import model_from_env
-from worldfactory.stages.core import StageError
+from worldfactory.drafting.errors import DraftError
 
 ENV_BASE_URL = "OPENAI_BASE_URL"
 ENV_API_KEY = "OPENAI_API_KEY"
@@ -46,7 +46,7 @@ PRICES: dict[str, Price] = {
 }
 
 
-class ConfigError(StageError):
+class ConfigError(DraftError):
     """The drafting settings are incomplete or invalid; the message says which setting."""
 
 

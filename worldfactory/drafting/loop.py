@@ -25,9 +25,12 @@ from worldfactory.drafting.checks import MAX_ROWS, MAX_TABLES, PACK_FILE, check_
 from worldfactory.drafting.client import ChatClient, Reply
 from worldfactory.drafting.config import LLMConfig
 from worldfactory.drafting.prompt import brief_message, draft_request, repair_message, system_message
-from worldfactory.drafting.record import BRIEF_STAGE, RECORD, Attempt, DraftRecord, Failure, pack_bytes
+from worldfactory.drafts import BRIEF_STAGE, RECORD, Attempt, DraftRecord, Failure, pack_bytes
 from worldfactory.packs import check_domain
+from worldfactory.seeds import expand_world
 from worldfactory.spec import DomainPack
+from worldfactory.stages import STAGES
+from worldfactory.stages.core import BuildContext, WorkDir, run_make, run_prove
 from worldfactory.templates import TemplateSet, _format_errors
 
 
@@ -132,10 +135,6 @@ class _Quiet:
 def prove_pack(world_id: str, pack: DomainPack, brief_file: Path, templates: TemplateSet, scratch: Path,
                record: DraftRecord) -> Failure | None:
     """Build the world from this pack with every engine stage, each proved before the next; the first failure."""
-    from worldfactory.seeds import expand_world
-    from worldfactory.stages import STAGES
-    from worldfactory.stages.core import BuildContext, WorkDir, run_make, run_prove
-
     quiet = _Quiet({str(scratch): "<scratch>", str(templates.root): "<templates>",
                     str(brief_file.parent): "<briefs>"})
     shutil.rmtree(scratch, ignore_errors=True)

@@ -1,11 +1,12 @@
 """world_brief: the company, its modules, rules and clock, and the domain pack it is built from.
 
-A catalog world or a YAML brief takes its pack from world_templates/; a free-text brief
-(`data/briefs/<slug>.md`) has its pack drafted by a model and repaired until every stage proves it
-(worldfactory.drafting), from the reply cache when it can be. Either way the stage writes the pack
-the world is built from as pack.json (the schema stage reads it) and brief.json. A brief that never
-proves writes no pack and no brief: its proof fails with the last error, and what it spent is
-still recorded.
+A catalog world or a YAML brief takes its pack from world_templates/. A free-text brief
+(`data/briefs/<slug>.md`) takes the pack its draft step recorded (worldfactory.drafts: drafted by a
+model and proven with the pipeline by worldfactory.drafting, above the build); this stage only
+reads that record, never calls a model and never runs another stage, and fails with what to run
+when no draft is recorded. Either way the stage writes the pack the world is built from as
+pack.json (the schema stage reads it) and brief.json; a drafted world also keeps the draft's record
+(drafting.json) for its world.json and its cost rows.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from worldfactory.briefs import brief_path, is_text_brief, load_text_brief, parse_brief_world_id, templates_with
-from worldfactory.drafting.record import RECORD, DraftRecord, pack_bytes
-from worldfactory.seeds import BRIEF_PREFIX, expand_world
+from worldfactory.briefs import model_from_env, templates_with
+from worldfactory.drafts import RECORD, DraftRecord, draft_folder, pack_bytes, read_draft, text_brief_file
+from worldfactory.seeds import expand_world
 from worldfactory.spec import Brief, DomainPack
 from worldfactory.stages.core import BuildContext, Stage, StageError
 from worldfactory.templates import TemplateSet
@@ -23,12 +24,8 @@ from worldfactory.templates import TemplateSet
 PACK = "pack.json"
 
 
-def text_brief_file(ctx: BuildContext) -> Path | None:
-    """The world's free-text brief file, or None (a catalog world or a YAML brief)."""
-    if not ctx.world_id.startswith(f"{BRIEF_PREFIX}.") or ctx.briefs_dir is None:
-        return None
-    path = brief_path(ctx.briefs_dir, parse_brief_world_id(ctx.world_id)[0])
-    return path if is_text_brief(path) else None
+def _text_brief(ctx: BuildContext) -> Path | None:
+    return text_brief_file(ctx.world_id, ctx.briefs_dir)
 
 
 def _brief_bytes(brief: Brief) -> bytes:
@@ -36,7 +33,7 @@ def _brief_bytes(brief: Brief) -> bytes:
 
 
 def make_brief(ctx: BuildContext) -> dict[str, int]:
-    text = text_brief_file(ctx)
+    text = _text_brief(ctx)
     if text is not None:
         return _make_drafted(ctx, text)
     (ctx.work.path / RECORD).unlink(missing_ok=True)  # a world that was once a text brief keeps no stale record
@@ -46,46 +43,35 @@ def make_brief(ctx: BuildContext) -> dict[str, int]:
     return {"modules": len(brief.modules), "rules": len(brief.rules), "departments": len(brief.departments)}
 
 
-def _make_drafted(ctx: BuildContext, path: Path) -> dict[str, int]:
-    from worldfactory.catalog import write_cost_rows
-    from worldfactory.drafting.client import ModelUnavailable, NotCached
-    from worldfactory.drafting.config import ENV_MODEL, config_from_env
-    from worldfactory.drafting.loop import Spend, draft_until_proven
+def draft_command(world_id: str) -> str:
+    return f"worldfactory draft {world_id}"
 
-    brief = load_text_brief(path, ctx.templates)
-    cfg = config_from_env(ctx.data_root)
-    for name in (PACK, "brief.json", RECORD):  # nothing of an earlier draft survives a failed one
+
+def _make_drafted(ctx: BuildContext, path: Path) -> dict[str, int]:
+    """Copy the recorded draft's pack and record into the work folder; no draft recorded: say what to run."""
+    for name in (PACK, "brief.json", RECORD):  # nothing of an earlier draft survives a missing one
         (ctx.work.path / name).unlink(missing_ok=True)
-    spend = Spend()
-    try:
-        if not cfg.model:
-            raise NotCached(f"{path.name} is a free-text brief: name the model that drafts its domain pack "
-                            f"(--model or {ENV_MODEL}) and its server (--base-url or OPENAI_BASE_URL)")
-        outcome = draft_until_proven(ctx.world_id, path, brief, ctx.templates, cfg, ctx.data_root / "build", spend)
-    except NotCached as exc:  # asking again cannot help: the proof fails with this reason
-        failed = DraftRecord(model=cfg.model, brief_sha256=hashlib.sha256(path.read_bytes()).hexdigest(),
-                             max_repairs=cfg.max_repairs, error=str(exc))
-        ctx.work.write(RECORD, failed.to_bytes())
-        return {"attempts": 0, "corrections": 0, "cached_replies": 0, "model_requests": 0}
-    except ModelUnavailable:  # the server kept failing: record what was spent, then fail (Dagster retries the step)
-        ctx.usage.llm_prompt_tokens, ctx.usage.llm_completion_tokens = spend.prompt_tokens, spend.completion_tokens
-        ctx.usage.cost_usd = spend.cost_usd
-        ctx.work.write_cost(STAGE.name, ctx.usage)
-        write_cost_rows(ctx.data_root / "catalog", ctx.world_id, ctx.work.costs())
-        raise
-    ctx.usage.llm_prompt_tokens, ctx.usage.llm_completion_tokens = spend.prompt_tokens, spend.completion_tokens
-    ctx.usage.cost_usd = spend.cost_usd
-    record = outcome.record
-    ctx.work.write(RECORD, record.to_bytes())
-    counts = {"attempts": len(record.attempts), "corrections": sum(record.corrections.values()),
-              "cached_replies": spend.cached, "model_requests": spend.requests - spend.cached}
-    if outcome.pack is None:
-        return counts
-    ctx.work.write(PACK, pack_bytes(outcome.pack))
-    drafted = expand_world(ctx.world_id, ctx.templates, ctx.briefs_dir, pack=outcome.pack)
+    model = model_from_env()
+    if not model:
+        raise StageError(f"{ctx.world_id}: {path.name} is a free-text brief: its pack is the one the draft step "
+                         f"recorded for the drafting model, and no model is named (--model or WORLDFACTORY_LLM_MODEL); "
+                         f"draft it first: `{draft_command(ctx.world_id)} --model M --base-url URL`")
+    draft = read_draft(path, model)
+    if draft is None:
+        raise StageError(f"{ctx.world_id}: no draft of {path.name} by {model} is recorded "
+                         f"({draft_folder(path, model)}): run the draft step first, `{draft_command(ctx.world_id)}` "
+                         f"(or `worldfactory build {ctx.world_id}`, which drafts first when needed)")
+    if not draft.proven:
+        raise StageError(f"{ctx.world_id}: the draft of {path.name} by {model} did not prove: {draft.record.error} "
+                         f"(recorded in {draft.folder}); edit the brief, or allow more repairs "
+                         f"(WORLDFACTORY_LLM_MAX_REPAIRS) and run `{draft_command(ctx.world_id)} --force`")
+    pack = DomainPack.model_validate_json(draft.pack)
+    ctx.work.write(PACK, draft.pack)
+    ctx.work.write(RECORD, draft.record.to_bytes())
+    drafted = expand_world(ctx.world_id, ctx.templates, ctx.briefs_dir, pack=pack)
     ctx.work.write("brief.json", _brief_bytes(drafted))
-    return {**counts, "modules": len(drafted.modules), "rules": len(drafted.rules),
-            "departments": len(drafted.departments)}
+    return {"attempts": len(draft.record.attempts), "corrections": sum(draft.record.corrections.values()),
+            "modules": len(drafted.modules), "rules": len(drafted.rules), "departments": len(drafted.departments)}
 
 
 def world_pack(ctx: BuildContext, stage: str) -> DomainPack:
@@ -103,7 +89,7 @@ def world_templates(ctx: BuildContext, stage: str) -> TemplateSet:
 
 
 def prove_brief(ctx: BuildContext) -> dict[str, int | float | str]:
-    text = text_brief_file(ctx)
+    text = _text_brief(ctx)
     if text is not None:
         return _prove_drafted(ctx, text)
     brief = ctx.brief(STAGE.name)
@@ -116,11 +102,12 @@ def prove_brief(ctx: BuildContext) -> dict[str, int | float | str]:
 
 
 def _prove_drafted(ctx: BuildContext, path: Path) -> dict[str, int | float | str]:
+    """The work folder's files alone: the draft step's scratch build proves them the same way."""
     record = DraftRecord.model_validate_json(ctx.work.read(RECORD, STAGE.name))
     if record.error:
         raise StageError(f"{ctx.world_id}: {path.name}: {record.error}")
     if record.brief_sha256 != hashlib.sha256(path.read_bytes()).hexdigest():
-        raise StageError(f"{path} changed since its pack was drafted; build the world again")
+        raise StageError(f"{path} changed since its pack was drafted; run `{draft_command(ctx.world_id)}`")
     raw = ctx.work.read(PACK, STAGE.name)
     if hashlib.sha256(raw).hexdigest() != record.pack_sha256:
         raise StageError("pack.json is not the pack the drafting accepted (drafting.json names another hash)")
@@ -134,10 +121,9 @@ def _prove_drafted(ctx: BuildContext, path: Path) -> dict[str, int | float | str
 STAGE = Stage(
     name="world_brief",
     check="brief_valid",
-    proves=("brief.json validates and matches its seed; pack.json is its domain pack (a drafted one: the one "
-            "the repair loop accepted)"),
+    proves=("brief.json validates and matches its seed; pack.json is its domain pack (a free-text brief's: the "
+            "one its draft step recorded, drafted by a model and proven with the pipeline)"),
     make=make_brief,
     prove=prove_brief,
     writes=("brief.json", PACK),
-    uses_model=True,
 )

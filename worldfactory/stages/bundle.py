@@ -12,7 +12,7 @@ import shutil
 from typing import Any
 
 from worldfactory import confine
-from worldfactory.drafting.record import RECORD, DraftRecord, add_to_manifest
+from worldfactory.drafts import RECORD, DraftRecord, add_to_manifest
 from worldfactory.generate.bundle import COVERAGE_FLOOR, publish, sha256, world_manifest, world_readme
 from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
