@@ -125,28 +125,65 @@ def parent_refs(spec: WorldSpec, table: TableDef) -> list[tuple[str, str]]:
     return out
 
 
-def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
-    """Check every row of every table against the date rules and its table's constraints; a row counts as
-    checked when it has a date or its table declares a constraint."""
-    today = spec.brief.clock
-    origins: dict[str, dict[int, str]] = {}
+def _touched_scope(spec: WorldSpec, changed: dict[str, set[int]]) -> tuple[dict[str, str], set[str]]:
+    """For an audit of changed rows only: per table, the WHERE that picks the rows a change can affect (the
+    changed rows, and the rows whose parent's origin date may have moved); and the tables whose constraints
+    a change can break (a changed table, a table referring to one, a total over changed lines)."""
+    where: dict[str, list[str]] = {}
+    tables: set[str] = set(changed)
     for table in spec.tables:
-        origin = origin_column(table)
-        if origin:
-            origins[table.name] = {i: d for i, d in conn.execute(f"SELECT id, {origin} FROM {table.name}") if d}
+        ids = changed.get(table.name)
+        if ids:
+            where.setdefault(table.name, []).append(f"id IN ({', '.join(str(int(i)) for i in sorted(ids))})")
+        for ref_col, parent in parent_refs(spec, table):
+            pids = changed.get(parent)
+            if pids:
+                where.setdefault(table.name, []).append(
+                    f"{ref_col} IN ({', '.join(str(int(i)) for i in sorted(pids))})")
+        for c in table.columns:
+            if c.ref and not c.poly_ref and (spec.anchor if c.ref == "$anchor" else c.ref) in changed:
+                tables.add(table.name)
+        for c in table.constraints:
+            of = getattr(c, "of", None)
+            if isinstance(of, str) and of.split(".", 1)[0] in changed:
+                tables.add(table.name)
+    return {t: " OR ".join(parts) for t, parts in where.items()}, tables
+
+
+def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[int]] | None = None) -> AuditReport:
+    """Check every row of every table against the date rules and its table's constraints; a row counts as
+    checked when it has a date or its table declares a constraint. With `changed` (table -> row ids an
+    episode wrote, over a seed that passed), only what those writes can break is checked: the same
+    violations at a cost that follows the changed rows (the end state of an oracle plan)."""
+    today = spec.brief.clock
+    scope: dict[str, str] | None = None
+    constrained: set[str] | None = None
+    if changed is not None:
+        scope, constrained = _touched_scope(spec, changed)
+    origin_cols = {t.name: origin_column(t) for t in spec.tables}
+    origins: dict[str, dict[int, str]] = {}
+
+    def origin_of(parent: str, pid: int) -> str | None:
+        if parent not in origins:
+            origins[parent] = {i: d for i, d in conn.execute(f"SELECT id, {origin_cols[parent]} FROM {parent}") if d}
+        return origins[parent].get(pid)
+
     found: list[Violation] = []
     checked = 0
     for table in spec.tables:
+        if scope is not None and table.name not in scope and table.name not in (constrained or ()):
+            continue
         dates = [c for c in table.columns if c.type == "date"]
+        cond = "" if scope is None else f" WHERE {scope[table.name]}" if table.name in scope else " WHERE 0"
         if not dates:
             if table.constraints:
-                checked += conn.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
+                checked += conn.execute(f"SELECT count(*) FROM {table.name}{cond}").fetchone()[0]
             continue
         events = [c.name for c in dates if date_meaning(c) == "event"]
         plans = [c.name for c in dates if date_meaning(c) == "plan"]
         status = status_column(table)
         refs = parent_refs(spec, table)
-        cur = conn.execute(f"SELECT * FROM {table.name} ORDER BY id")
+        cur = conn.execute(f"SELECT * FROM {table.name}{cond} ORDER BY id")
         names = [d[0] for d in cur.description]
         for values in cur:
             row: dict[str, Any] = dict(zip(names, values, strict=True))
@@ -161,11 +198,11 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
                                            detail=f"{name} {when} is after today {today}"))
                 for ref_col, parent in refs:
                     pid = row.get(ref_col)
-                    start = origins[parent].get(pid) if pid is not None else None
+                    start = origin_of(parent, pid) if pid is not None else None
                     if start is not None and when < start:
                         found.append(Violation(
                             rule="event_before_parent", table=table.name, row=rid, column=name,
-                            detail=f"{name} {when} is before {parent} {pid}'s {origin_column(spec.table(parent))} "
+                            detail=f"{name} {when} is before {parent} {pid}'s {origin_cols[parent]} "
                                    f"{start} ({ref_col})"))
             if status and is_done(table, row):
                 for name in plans:
@@ -175,7 +212,7 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
                                                detail=f"{status} '{row[status]}' but {name} {when} is after "
                                                       f"today {today}"))
     found += [Violation(rule=rule, table=table, row=rid, column=col, detail=detail)
-              for rule, table, rid, col, detail in check_constraints(spec, conn)]
+              for rule, table, rid, col, detail in check_constraints(spec, conn, constrained)]
     return AuditReport(world_id=spec.brief.world_id, clock=today, checked_rows=checked, violations=found)
 
 

@@ -274,10 +274,13 @@ def _shown(values: list[Any]) -> str:
     return ", ".join(str(_norm(v)) for v in values)
 
 
-def check(spec: WorldSpec, conn: sqlite3.Connection) -> list[Broken]:
-    """Every row that breaks a constraint of its table, in table and declaration order."""
+def check(spec: WorldSpec, conn: sqlite3.Connection, tables: set[str] | None = None) -> list[Broken]:
+    """Every row that breaks a constraint of its table, in table and declaration order (of `tables` only,
+    when given)."""
     out: list[Broken] = []
     for table in spec.tables:
+        if tables is not None and table.name not in tables:
+            continue
         for i, c in enumerate(table.constraints):
             if applies(spec, table, c):
                 out += _CHECK[constraint_kind(c)](spec, conn, table, c, i)
