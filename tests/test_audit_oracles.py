@@ -87,7 +87,8 @@ def test_the_tasks_stage_refuses_a_candidate_whose_end_state_breaks_the_clock(pl
     meeting; the same task over the seed as built has none."""
     work, ctx, task, meeting, _ = planted
     world = _local(work)
-    outcome = run_oracle(world, task)
+    assert run_oracle(world, task).audit is None  # the verifiers' runs need no audit
+    outcome = run_oracle(world, task, audit=True)
     assert not outcome.failure and outcome.audit is not None
     assert [(v.rule, v.table, v.row, v.column) for v in outcome.audit.violations] == [
         ("done_but_ahead", "calendar_events", meeting, "starts_on")]
@@ -112,3 +113,35 @@ def test_the_audit_of_changed_rows_finds_what_the_full_audit_finds(planted: tupl
         assert part.checked_rows < full.checked_rows
         some += bool(part.violations)
     assert some >= 1  # the planted task, at least
+
+
+def test_the_docs_catalog_tables_are_the_summary_scripts(worlds_dir: Path, tmp_path: Path) -> None:
+    """docs/catalogs.md's summary and per-pack tables have exactly the columns bench/catalog_summary.py gives
+    (the audit counts among them), and its --docs mode rewrites both in place from a catalog: over the three
+    examples, one row per pack, every audit count 0. Planted: a doc without the per-pack table is refused."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("catalog_summary", ROOT / "bench" / "catalog_summary.py")
+    assert spec is not None and spec.loader is not None
+    summary_mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summary_mod)
+    from worldfactory.catalog import query
+
+    root = worlds_dir.parent
+    summary = summary_mod.table(*query(root, summary_mod.SUMMARY))
+    per_pack = summary_mod.table(*query(root, summary_mod.PER_PACK))
+    doc = (ROOT / "docs" / "catalogs.md").read_text()
+    for new in (summary, per_pack):
+        header = new.split("\n")[0]
+        assert header in doc.split("\n"), header
+    assert "audit seed violations | audit oracle violations" in summary.split("\n")[0]
+    assert "audit seed | audit oracle ends" in per_pack.split("\n")[0]
+    rows = per_pack.split("\n")[2:]
+    assert len(rows) == 3 and all(r.endswith("| 0 | 0 |") for r in rows), rows
+    rewritten = summary_mod.rewrite_docs(doc, summary, per_pack)
+    assert summary in rewritten and per_pack in rewritten and rewritten.count("\n| pack | worlds |") == 1
+    assert rewritten.split("## The catalog at scale")[0] == doc.split("## The catalog at scale")[0]
+    with pytest.raises(ValueError, match="no table whose header begins '| pack | worlds |'"):
+        summary_mod.rewrite_docs(doc.replace("| pack | worlds |", "| domain | worlds |"), summary, per_pack)

@@ -49,11 +49,13 @@ def _end_audit(world: World, ep: Any) -> AuditReport | None:
     return audit_db(world.spec, conn, changed)
 
 
-def run_oracle(world: World, task: Task) -> OracleOutcome:
-    """The oracle's outcome on a fresh copy of the seed: the first failing step, or the gold diff."""
+def run_oracle(world: World, task: Task, audit: bool = False) -> OracleOutcome:
+    """The oracle's outcome on a fresh copy of the seed: the first failing step, or the gold diff; with `audit`,
+    also the realism audit of its end state (the tasks stage: it accepts a candidate by it, its proof blocks on
+    it). A kept outcome without the audit is run again when one is asked for."""
     key = _key(world, task)
     hit = _CACHE.get(key)
-    if hit is not None:
+    if hit is not None and (not audit or hit.failure or hit.audit is not None):
         _CACHE.move_to_end(key)
         return hit
     failure = ""
@@ -72,7 +74,7 @@ def run_oracle(world: World, task: Task) -> OracleOutcome:
         if failure:
             outcome = OracleOutcome(failure, {})
         else:  # the end state is audited here, while it exists: the tasks proof reads it from this run
-            outcome = OracleOutcome(failure, ep.diff(), _end_audit(world, ep))
+            outcome = OracleOutcome(failure, ep.diff(), _end_audit(world, ep) if audit else None)
     _CACHE[key] = outcome
     if len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)

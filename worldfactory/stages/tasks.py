@@ -25,7 +25,7 @@ def make_tasks(ctx: BuildContext) -> dict[str, int]:
         """A task is only added if its oracle runs cleanly on a fresh seed copy and its end state passes the
         realism audit (a plan that marks done a visit dated ahead of the clock is not a task)."""
         nonlocal refused
-        outcome = run_oracle(world, task)
+        outcome = run_oracle(world, task, audit=True)
         if outcome.failure:
             return False
         if outcome.audit is not None and outcome.audit.violations:
@@ -48,7 +48,7 @@ def prove_tasks(ctx: BuildContext) -> dict[str, int | float | str]:
     calls = checked = 0
     broken: list[str] = []
     for task in world.tasks.values():  # the run the tasks stage made, when it ran in this process
-        outcome = run_oracle(world, task)
+        outcome = run_oracle(world, task, audit=True)
         if outcome.failure:
             raise VerifierError(f"task {task.task_id}: {outcome.failure}")
         calls += len(task.oracle)
