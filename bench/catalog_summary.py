@@ -8,7 +8,7 @@ The realism audit's counts (worldfactory/audit.py; blocking in the build, so 0 i
 columns of both tables: over the seed and over the end state of every oracle plan.
 Usage: python bench/catalog_summary.py [DATA_ROOT] [--docs docs/catalogs.md]   (default: data/)
 With --docs, the summary and per-pack tables in that file are rewritten from the catalog (the lines
-under the headers `| worlds | seed types |` and `| pack | worlds |`); the rest of the file is kept.
+under the headers `| worlds | seed types |` and `| pack |`); the rest of the file is kept.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def table(columns: list[str], rows: list[tuple]) -> str:
     return "\n".join(lines)
 
 
-DOC_TABLES = ("| worlds | seed types |", "| pack | worlds |")  # how the two tables' headers begin in the docs
+DOC_TABLES = ("| worlds | seed types |", "| pack |")  # how the two tables' headers begin in the docs
 
 
 def rewrite_docs(text: str, summary: str, per_pack: str) -> str:
