@@ -4,7 +4,11 @@ Reads the Parquet catalogs of a data root with DuckDB (the same views as `worldf
 Curated tasks are served tasks whose rollouts split (0 < pass rate < 1). Then how many worlds meet
 each of the per-world floors the pack tests hold v001 to (the caught-mutant rate and the task
 families come from each bundle's world.json), and bundle disk use.
-Usage: python bench/catalog_summary.py [DATA_ROOT]   (default: data/)
+The realism audit's counts (worldfactory/audit.py; blocking in the build, so 0 in a published world) are
+columns of both tables: over the seed and over the end state of every oracle plan.
+Usage: python bench/catalog_summary.py [DATA_ROOT] [--docs docs/catalogs.md]   (default: data/)
+With --docs, the summary and per-pack tables in that file are rewritten from the catalog (the lines
+under the headers `| worlds | seed types |` and `| pack |`); the rest of the file is kept.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ SELECT count(*) AS worlds, count(DISTINCT seed_type) AS seed_types, sum(s.n) AS 
        round(avg(tools), 1) AS mean_tools, count(DISTINCT schema_sha256) AS distinct_schemas,
        count(DISTINCT (schema_sha256, tool_set_sha256)) AS distinct_schema_tool_pairs,
        count(DISTINCT company_name) AS distinct_company_names, min(coverage) AS min_coverage,
-       sum(oracle_pass) = sum(s.n) AS every_oracle_passes, sum(null_pass) AS null_passes
+       sum(oracle_pass) = sum(s.n) AS every_oracle_passes, sum(null_pass) AS null_passes,
+       sum(audit_seed_violations) AS audit_seed_violations, sum(audit_oracle_violations) AS audit_oracle_violations
 FROM worlds w JOIN served s USING (world_id) LEFT JOIN curated c USING (world_id)
 """
 
@@ -35,8 +40,9 @@ WITH rates AS (SELECT world_id, task_id, avg(reward) AS rate FROM rollouts GROUP
      curated AS (SELECT t.world_id, count(*) AS n FROM tasks t JOIN rates r USING (world_id, task_id)
                  WHERE r.rate > 0 AND r.rate < 1 GROUP BY t.world_id),
      served AS (SELECT world_id, count(*) AS n FROM tasks GROUP BY world_id)
-SELECT domain, count(*) AS worlds, round(avg(tables), 1) AS tables, round(avg(tools), 1) AS tools,
-       round(avg(s.n), 1) AS tasks, round(avg(coalesce(c.n, 0)), 1) AS curated, round(avg(coverage), 3) AS coverage
+SELECT domain AS pack, count(*) AS worlds, round(avg(tables), 1) AS tables, round(avg(tools), 1) AS tools,
+       round(avg(s.n), 1) AS tasks, round(avg(coalesce(c.n, 0)), 1) AS curated, round(avg(coverage), 3) AS coverage,
+       sum(audit_seed_violations) AS audit_seed, sum(audit_oracle_violations) AS audit_oracle_ends
 FROM worlds w JOIN served s USING (world_id) LEFT JOIN curated c USING (world_id)
 GROUP BY domain ORDER BY domain
 """
@@ -66,17 +72,50 @@ def floors(root: Path) -> tuple[list[str], list[tuple]]:
         for name in FLOOR_NAMES]
 
 
+def _cell(v: object) -> str:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
 def table(columns: list[str], rows: list[tuple]) -> str:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in rows]
+    lines = ["| " + " | ".join(c.replace("_", " ") for c in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+DOC_TABLES = ("| worlds | seed types |", "| pack |")  # how the two tables' headers begin in the docs
+
+
+def rewrite_docs(text: str, summary: str, per_pack: str) -> str:
+    """`text` with each table whose header begins as DOC_TABLES replaced by the new one (ValueError if absent)."""
+    lines = text.split("\n")
+    for start, new in zip(DOC_TABLES, (summary, per_pack), strict=True):
+        at = next((i for i, x in enumerate(lines) if x.startswith(start)), None)
+        if at is None:
+            raise ValueError(f"no table whose header begins {start!r}")
+        end = at
+        while end < len(lines) and lines[end].startswith("|"):
+            end += 1
+        lines[at:end] = new.split("\n")
     return "\n".join(lines)
 
 
 def main() -> None:
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "data")
-    print(table(*query(root, SUMMARY)))
+    args = [a for a in sys.argv[1:] if a != "--docs"]
+    docs = None
+    if "--docs" in sys.argv:
+        docs = Path(sys.argv[sys.argv.index("--docs") + 1])
+        args.remove(str(docs))
+    root = Path(args[0] if args else "data")
+    summary, per_pack = table(*query(root, SUMMARY)), table(*query(root, PER_PACK))
+    if docs is not None:
+        docs.write_text(rewrite_docs(docs.read_text(), summary, per_pack))
+    print(summary)
     print()
-    print(table(*query(root, PER_PACK)))
+    print(per_pack)
     print()
     print(table(*floors(root)))
     worlds = subprocess.run(["du", "-sb", str(root / "worlds")], capture_output=True, text=True).stdout.split()[0]

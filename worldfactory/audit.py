@@ -20,7 +20,7 @@ import re
 import sqlite3
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -125,28 +125,100 @@ def parent_refs(spec: WorldSpec, table: TableDef) -> list[tuple[str, str]]:
     return out
 
 
-def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
-    """Check every row of every table against the date rules and its table's constraints; a row counts as
-    checked when it has a date or its table declares a constraint."""
-    today = spec.brief.clock
-    origins: dict[str, dict[int, str]] = {}
+class _Static(NamedTuple):
+    """What the audit reads from a spec alone, once per spec: per table its origin column, its parent refs
+    (parent_refs) and every plain reference (column, parent)."""
+    origins: dict[str, str | None]
+    parents: dict[str, list[tuple[str, str]]]
+    refs: dict[str, list[tuple[str, str]]]
+
+
+_STATIC: dict[int, tuple[WorldSpec, _Static]] = {}
+
+
+def _static(spec: WorldSpec) -> _Static:
+    hit = _STATIC.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    refs = {t.name: [(c.name, spec.anchor if c.ref == "$anchor" else c.ref) for c in t.columns
+                     if c.ref and not c.poly_ref] for t in spec.tables}
+    out = _Static({t.name: origin_column(t) for t in spec.tables},
+                  {t.name: parent_refs(spec, t) for t in spec.tables}, refs)  # type: ignore[arg-type]
+    if len(_STATIC) > 64:
+        _STATIC.clear()
+    _STATIC[id(spec)] = (spec, out)
+    return out
+
+
+def _ids(ids: set[int]) -> str:
+    return ", ".join(str(int(i)) for i in sorted(ids))
+
+
+def _touched_scope(spec: WorldSpec, static: _Static,
+                   changed: dict[str, set[int]]) -> tuple[dict[str, str], dict[str, str]]:
+    """For an audit of changed rows only, per table the condition that picks the rows a change can affect:
+    for the date rules, the changed rows and the rows whose parent's origin date may have moved; for the
+    constraints (on alias `r`), the changed rows and the rows of any changed parent (a band, a category by
+    kind, a status they must refer to). A table no condition names cannot break."""
+    dates: dict[str, list[str]] = {}
+    rows: dict[str, list[str]] = {}
     for table in spec.tables:
-        origin = origin_column(table)
-        if origin:
-            origins[table.name] = {i: d for i, d in conn.execute(f"SELECT id, {origin} FROM {table.name}") if d}
+        ids = changed.get(table.name)
+        if ids:
+            dates.setdefault(table.name, []).append(f"id IN ({_ids(ids)})")
+            rows.setdefault(table.name, []).append(f"r.id IN ({_ids(ids)})")
+        for ref_col, parent in static.parents[table.name]:
+            if changed.get(parent):
+                dates.setdefault(table.name, []).append(f"{ref_col} IN ({_ids(changed[parent])})")
+        for ref_col, parent in static.refs[table.name]:
+            if changed.get(parent):
+                rows.setdefault(table.name, []).append(f"r.{ref_col} IN ({_ids(changed[parent])})")
+        for c in table.constraints:  # a total over changed (or deleted) lines: the whole table, it is one query
+            of = getattr(c, "of", None)
+            if isinstance(of, str) and changed.get(of.split(".", 1)[0]):
+                rows[table.name] = ["1"]
+    return ({t: " OR ".join(p) for t, p in dates.items()},
+            {t: "(" + " OR ".join(p) + ")" for t, p in rows.items()})
+
+
+def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[int]] | None = None) -> AuditReport:
+    """Check every row of every table against the date rules and its table's constraints; a row counts as
+    checked when it has a date or its table declares a constraint. With `changed` (table -> row ids an
+    episode wrote, over a seed that passed), only what those writes can break is checked: the same
+    violations at a cost that follows the changed rows (the end state of an oracle plan)."""
+    today = spec.brief.clock
+    static = _static(spec)
+    scope: dict[str, str] | None = None
+    rows: dict[str, str] | None = None
+    if changed is not None:
+        scope, rows = _touched_scope(spec, static, changed)
+    origin_cols = static.origins
+    origins: dict[tuple[str, int], str | None] = {}
+
+    def origin_of(parent: str, pid: int) -> str | None:
+        key = (parent, pid)
+        if key not in origins:
+            got = conn.execute(f"SELECT {origin_cols[parent]} FROM {parent} WHERE id = ?", (pid,)).fetchone()
+            origins[key] = got[0] if got else None
+        return origins[key]
+
     found: list[Violation] = []
     checked = 0
     for table in spec.tables:
         dates = [c for c in table.columns if c.type == "date"]
+        if scope is not None and (table.name not in scope if dates else table.name not in (rows or {})):
+            continue
         if not dates:
             if table.constraints:
-                checked += conn.execute(f"SELECT count(*) FROM {table.name}").fetchone()[0]
+                where = "" if rows is None else f" r WHERE {rows[table.name]}"
+                checked += conn.execute(f"SELECT count(*) FROM {table.name}{where}").fetchone()[0]
             continue
+        cond = "" if scope is None else f" WHERE {scope[table.name]}"
         events = [c.name for c in dates if date_meaning(c) == "event"]
         plans = [c.name for c in dates if date_meaning(c) == "plan"]
         status = status_column(table)
-        refs = parent_refs(spec, table)
-        cur = conn.execute(f"SELECT * FROM {table.name} ORDER BY id")
+        refs = static.parents[table.name]
+        cur = conn.execute(f"SELECT * FROM {table.name}{cond} ORDER BY id")
         names = [d[0] for d in cur.description]
         for values in cur:
             row: dict[str, Any] = dict(zip(names, values, strict=True))
@@ -161,11 +233,11 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
                                            detail=f"{name} {when} is after today {today}"))
                 for ref_col, parent in refs:
                     pid = row.get(ref_col)
-                    start = origins[parent].get(pid) if pid is not None else None
+                    start = origin_of(parent, pid) if pid is not None else None
                     if start is not None and when < start:
                         found.append(Violation(
                             rule="event_before_parent", table=table.name, row=rid, column=name,
-                            detail=f"{name} {when} is before {parent} {pid}'s {origin_column(spec.table(parent))} "
+                            detail=f"{name} {when} is before {parent} {pid}'s {origin_cols[parent]} "
                                    f"{start} ({ref_col})"))
             if status and is_done(table, row):
                 for name in plans:
@@ -175,7 +247,7 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection) -> AuditReport:
                                                detail=f"{status} '{row[status]}' but {name} {when} is after "
                                                       f"today {today}"))
     found += [Violation(rule=rule, table=table, row=rid, column=col, detail=detail)
-              for rule, table, rid, col, detail in check_constraints(spec, conn)]
+              for rule, table, rid, col, detail in check_constraints(spec, conn, rows)]
     return AuditReport(world_id=spec.brief.world_id, clock=today, checked_rows=checked, violations=found)
 
 

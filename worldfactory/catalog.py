@@ -27,6 +27,8 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("path", pa.string()), ("world_json_sha256", pa.string()), ("coverage", pa.float64()),
         ("schema_sha256", pa.string()), ("tool_set_sha256", pa.string()),
         ("alternatives", pa.int32()), ("alternatives_passed", pa.int32()),  # completeness: valid solutions passed
+        # the realism audit (worldfactory/audit.py) over the seed and over every oracle plan's end state
+        ("audit_seed_violations", pa.int32()), ("audit_oracle_violations", pa.int32()),
     ]),
     "tasks": pa.schema([
         ("task_id", pa.string()), ("family", pa.string()), ("instruction", pa.string()),
@@ -118,6 +120,8 @@ def write_world_rows(catalog_root: Path, manifest: dict[str, Any], tasks: list[T
         "tool_set_sha256": manifest.get("tool_set_sha256", ""),
         "alternatives": manifest.get("verifier_validity", {}).get("alternatives"),
         "alternatives_passed": manifest.get("verifier_validity", {}).get("alternatives_passed"),
+        "audit_seed_violations": manifest.get("audit", {}).get("seed_violations"),
+        "audit_oracle_violations": manifest.get("audit", {}).get("oracle_end_violations"),
     }
     _write_partition(catalog_root, "worlds", wid, [world_row])
     _write_partition(catalog_root, "tasks", wid, [

@@ -274,17 +274,24 @@ def _shown(values: list[Any]) -> str:
     return ", ".join(str(_norm(v)) for v in values)
 
 
-def check(spec: WorldSpec, conn: sqlite3.Connection) -> list[Broken]:
-    """Every row that breaks a constraint of its table, in table and declaration order."""
+def check(spec: WorldSpec, conn: sqlite3.Connection, rows: dict[str, str] | None = None) -> list[Broken]:
+    """Every row that breaks a constraint of its table, in table and declaration order. With `rows` (table ->
+    an SQL condition on its alias `r`), only those tables, and of each only the rows the condition picks (a
+    total, checked on its parent table's alias `p`, takes its table whole)."""
     out: list[Broken] = []
     for table in spec.tables:
+        if rows is not None and table.name not in rows:
+            continue
         for i, c in enumerate(table.constraints):
             if applies(spec, table, c):
-                out += _CHECK[constraint_kind(c)](spec, conn, table, c, i)
+                found = _CHECK[constraint_kind(c)](spec, conn, table, c, i,
+                                                   rows[table.name] if rows is not None else "1")
+                out += found
     return out
 
 
-def _check_total(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: TotalC, i: int) -> list[Broken]:
+def _check_total(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: TotalC, i: int,
+                 only: str = "1") -> list[Broken]:
     child, col, by = lines_of(spec, t, c)  # type: ignore[misc]
     cond, params = _where("p", c.when)
     sql = (f"SELECT p.id, p.{c.total}, s.t, s.n FROM {t.name} p JOIN (SELECT {by} AS k, sum({col}) AS t, count(*) AS n "
@@ -294,9 +301,11 @@ def _check_total(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: Tota
             for rid, have, s, n in conn.execute(sql, params)]
 
 
-def _check_band(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: BandC, i: int) -> list[Broken]:
+def _check_band(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: BandC, i: int,
+                only: str = "1") -> list[Broken]:
     parent = _ref_table(spec, t, c.ref)
     cond, params = _where("r", c.when)
+    cond += "" if only == "1" else f" AND {only}"
     lo = f"p.{c.min}" if c.min else "NULL"
     hi = f"p.{c.max}" if c.max else "NULL"
     sql = (f"SELECT r.id, r.{c.band}, r.{c.ref}, {lo}, {hi} FROM {t.name} r JOIN {parent} p ON p.id = r.{c.ref} "
@@ -305,9 +314,11 @@ def _check_band(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: BandC
              f"({c.min or '-'}..{c.max or '-'})") for rid, v, pid, a, b in conn.execute(sql, params)]
 
 
-def _check_limit(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: LimitC, i: int) -> list[Broken]:
+def _check_limit(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: LimitC, i: int,
+                 only: str = "1") -> list[Broken]:
     cap = spec.brief.rules[c.rule]
     cond, params = _where("r", c.when)
+    cond += "" if only == "1" else f" AND {only}"
     unless = f" AND NOT coalesce(r.{c.unless}, 0)" if c.unless else ""
     sql = f"SELECT r.id, r.{c.limit} FROM {t.name} r WHERE r.{c.limit} > ?{unless}{cond} ORDER BY r.id"
     shown = "".join(f", {k} {_shown(v)}" for k, v in c.when.items())
@@ -315,8 +326,10 @@ def _check_limit(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: Limi
             for rid, v in conn.execute(sql, [cap, *params])]
 
 
-def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: CategoryC, i: int) -> list[Broken]:
+def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: CategoryC, i: int,
+                    only: str = "1") -> list[Broken]:
     cond, params = _where("r", c.when)
+    cond += "" if only == "1" else f" AND {only}"
     out: list[Broken] = []
     ref, _, attr = c.by.partition(".")
     kind, join = (f"p.{attr}", f" JOIN {_ref_table(spec, t, ref)} p ON p.id = r.{ref}") if attr else (f"r.{c.by}", "")
@@ -334,9 +347,11 @@ def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: C
     return out
 
 
-def _check_refers(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: RefersC, i: int) -> list[Broken]:
+def _check_refers(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: RefersC, i: int,
+                  only: str = "1") -> list[Broken]:
     parent = _ref_table(spec, t, c.refers)
     cond, params = _where("r", c.when)
+    cond += "" if only == "1" else f" AND {only}"
     ok, ok_params = _where("p", c.to)
     cols = ", ".join(f"p.{k}" for k in c.to)
     sql = (f"SELECT r.id, r.{c.refers}, {cols} FROM {t.name} r JOIN {parent} p ON p.id = r.{c.refers} "
@@ -349,10 +364,12 @@ def _check_refers(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: Ref
     return out
 
 
-def _check_same(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: SameC, i: int) -> list[Broken]:
+def _check_same(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: SameC, i: int,
+                only: str = "1") -> list[Broken]:
     ref, attr = c.as_.split(".", 1)
     parent = _ref_table(spec, t, ref)
     cond, params = _where("r", c.when)
+    cond += "" if only == "1" else f" AND {only}"
     sql = (f"SELECT r.id, r.{c.same}, r.{ref}, p.{attr} FROM {t.name} r JOIN {parent} p ON p.id = r.{ref} "
            f"WHERE r.{c.same} IS NOT p.{attr}{cond} ORDER BY r.id")
     return [("same", t.name, rid, c.same, f"{c.same} {v} but {parent} {pid}'s {attr} is {w} ({c.as_})")

@@ -487,4 +487,5 @@ def check_seed(spec: WorldSpec, image: bytes) -> dict[str, Any]:
         counts = {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in spec.tables}
     finally:
         conn.close()
-    return {"rows": sum(counts.values()), "row_counts": counts, "invariants": len(spec.invariants)}
+    return {"rows": sum(counts.values()), "row_counts": counts, "invariants": len(spec.invariants),
+            "audit_violations": len(audit.violations), "audit_checked_rows": audit.checked_rows}

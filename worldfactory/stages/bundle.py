@@ -59,6 +59,11 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs,
                               [s.name for s in STAGES])
     manifest["verifier_validity"] = served.get("validity", {})
+    ends = proofs["world_tasks"].details  # the realism audit, blocking in both stages: recorded, always 0 here
+    manifest["audit"] = {"seed_violations": int(seed.get("audit_violations", 0)),
+                         "seed_checked_rows": int(seed.get("audit_checked_rows", 0)),
+                         "oracle_end_violations": int(ends.get("oracle_end_violations", 0)),
+                         "oracle_end_checked_rows": int(ends.get("oracle_end_checked_rows", 0))}
     manifest["boundary"] = confine.boundary_name()  # what the generated code ran under; not an input (fingerprints)
     rollouts = json.loads(files["rollouts.json"])
     manifest["counts"]["curated_tasks"] = int(proofs["curated_tasks"].details["kept"])

@@ -15,7 +15,9 @@ def make_seed(ctx: BuildContext) -> dict[str, int]:
 
 def prove_seed(ctx: BuildContext) -> dict[str, int | float | str]:
     report = check_seed(ctx.spec(STAGE.name), ctx.work.read("seed.db", STAGE.name))
-    out: dict[str, int | float | str] = {"rows": report["rows"], "invariants": report["invariants"]}
+    out: dict[str, int | float | str] = {"rows": report["rows"], "invariants": report["invariants"],
+                                         "audit_violations": report["audit_violations"],
+                                         "audit_checked_rows": report["audit_checked_rows"]}
     out.update({f"rows.{k}": v for k, v in report["row_counts"].items()})
     return out
 
