@@ -24,10 +24,10 @@ def effect_starts(tables: list[TableDef]) -> dict[str, set[str]]:
     for t in tables:
         for tr in t.workflow.transitions if t.workflow else []:
             for e in tr.effects:
-                target = by_name.get(e.create)
+                target = by_name.get(e.table)
                 value = e.values.get(target.workflow.column) if target and target.workflow else None
                 if isinstance(value, str) and not value.startswith("$"):
-                    out.setdefault(e.create, set()).add(value)
+                    out.setdefault(e.table, set()).add(value)
     return out
 
 
