@@ -39,8 +39,8 @@ POOL_GUARD = ('            - {field: "ref.pool_id.remaining - row.fee", op: ">="
 EFFECTS = """          effects:
             - update: credit_pools
               ref: pool_id
-              values: {remaining: {calc: "ref.pool_id.remaining - row.fee"}, granted: {calc: "ref.pool_id.granted + row.fee"},
-                       grants: {calc: "ref.pool_id.grants + 1"}}
+              values: {remaining: {calc: "ref.pool_id.remaining - row.fee"},
+                       granted: {calc: "ref.pool_id.granted + row.fee"}, grants: {calc: "ref.pool_id.grants + 1"}}
             - update: credit_pools
               ref: pool_id
               when: {field: ref.pool_id.remaining, op: "<", value: 50}
@@ -55,7 +55,7 @@ def _pack(tmp_path: Path, *, guard: str = POOL_GUARD, effects: str = EFFECTS) ->
     assert STEP in text and GUARD in text and "tables:\n" in text
     text = text.replace("      - {name: credit, type: money",
                         "      - {name: pool_id, type: integer, ref: credit_pools}\n      - {name: credit, type: money")
-    text = text.replace("    rows: 40\n", "    rows: 120\n", 1)  # requests: enough open ones on either side of the guard
+    text = text.replace("    rows: 40\n", "    rows: 120\n", 1)  # enough open requests on either side of the guard
     text = text.replace("create: [reference, account_id, fee]", "create: [reference, account_id, fee, pool_id]")
     text = text.replace(GUARD, GUARD + guard).replace(STEP, STEP + effects)
     text = text.replace("tables:\n", "tables:" + POOLS, 1)
@@ -104,6 +104,7 @@ def test_a_step_updates_its_related_record_and_refuses_when_the_guard_over_it_fa
         res = ep.call("grant_credit", {"request_id": r["id"]})
         assert res.ok, res.error
         after = ep.call("get_credit_pool", {"credit_pool_id": r["pool_id"]}).result["credit_pool"]
+        assert res.result["updated_credit_pool"] == after  # the call returns the record it updated
         assert after["remaining"] == round(before["remaining"] - r["fee"], 2)
         assert after["granted"] == round(before["granted"] + r["fee"], 2) and after["grants"] == before["grants"] + 1
         assert after["state"] == ("exhausted" if after["remaining"] < 50 else "active")
@@ -152,7 +153,7 @@ def test_a_plan_that_skips_the_related_update_fails_its_verifier(tmp_path: Path)
      "'ref.fee' reads through a column"),
     (POOL_GUARD, EFFECTS.replace("ref.pool_id.remaining - row.fee", "ref.pool_id.remaining ** row.fee"),
      "effects[0].values.remaining", "not one of + - * /"),
-    (POOL_GUARD, EFFECTS.replace("ref: pool_id\n              values: {rem", "ref: account_id\n              values: {rem"),
+    (POOL_GUARD, EFFECTS.replace("ref: pool_id", "ref: account_id", 1),
      "effects[0].ref", "not a column of 'requests' that is a `ref` to 'credit_pools'"),
     (POOL_GUARD, EFFECTS.replace("{state: exhausted}", "{state: drained}"), "effects[1].values.state",
      "'drained' is not in the enum"),

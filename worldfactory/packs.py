@@ -127,6 +127,9 @@ def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition 
 
     if isinstance(value, dict) and "calc" in value:
         text = calc_of(value)
+        if tr is None:
+            rep.add(loc, "a computed value {calc: ...} belongs to a transition's `set` or effects, not a create tool")
+            return
         if text is None:
             rep.add(loc, "a computed value is {calc: \"<expression>\"} and nothing else")
             return

@@ -525,12 +525,15 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
     sets.update({k: _calc_expr(t, k, v, tr.name) if calc_of(v) else _value_expr(v) for k, v in tr.set.items()})
     body.append(f"    db.update({t.name!r}, {idp}, {{{', '.join(f'{k!r}: {v}' for k, v in sets.items())}}})")
     created = []
+    updated: list[tuple[str, str | None]] = []  # (table, ref column): the related records effects updated
     for i, e in enumerate(tr.effects):
         if not spec.has_table(e.table):
             raise TemplateError(f"transition '{tr.name}': effect writes unknown table '{e.table}'")
         target = spec.table(e.table)
         if e.update is not None:
             body += _update_effect(spec, t, tr, e, audit, tool.name)
+            if (e.update, e.ref) not in updated:
+                updated.append((e.update, e.ref))
             continue
         next_code = not any(p.name == "code" for p in tr.params)  # else $code is the parameter
         exprs = {k: _code_expr(target, k) if v == "$code" and next_code
@@ -549,6 +552,8 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
     out = [f"{slug(t.singular)!r}: db.get({t.name!r}, {idp}, {t.singular!r})"]
     out += [f"{'created_' + slug(spec.table(tbl).singular)!r}: db.get({tbl!r}, {var}, "
             f"{spec.table(tbl).singular!r})" for tbl, var in created]
+    out += [f"{'updated_' + slug(spec.table(tbl).singular)!r}: db.get({tbl!r}, {_related_var(ref or '')}['id'], "
+            f"{spec.table(tbl).singular!r})" for tbl, ref in updated]
     body.append(f"    return {{{', '.join(out)}}}")
     return body
 
