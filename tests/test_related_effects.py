@@ -1,8 +1,8 @@
 """Related records in guards and effects: a step reads the record one of its row's `ref` columns points at
 (`ref.pool_id.remaining`), refuses when a guard over it fails, and updates it with arithmetic
-(`{calc: "ref.pool_id.remaining - row.fee"}`), flipping it only `when` a condition holds. Task generation
-judges the guard as the tool does, the oracle's gold diff carries the related update (a plan that skips it
-fails its verifier), and check-pack names the file and field of a bad declaration."""
+(`{calc: "ref.pool_id.remaining - row.fee"}`; `set` computes too), flipping it only `when` a condition
+holds. Task generation judges the guard as the tool does, the oracle's gold diff carries the related
+update (a plan that skips it fails its verifier), and check-pack names the file and field of a bad declaration."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def _pack(tmp_path: Path, *, guard: str = POOL_GUARD, effects: str = EFFECTS) ->
                         "      - {name: pool_id, type: integer, ref: credit_pools}\n      - {name: credit, type: money")
     text = text.replace("    rows: 40\n", "    rows: 120\n", 1)  # enough open requests on either side of the guard
     text = text.replace("create: [reference, account_id, fee]", "create: [reference, account_id, fee, pool_id]")
-    text = text.replace(GUARD, GUARD + guard).replace(STEP, STEP + effects)
+    text = text.replace(GUARD, GUARD + guard)
+    text = text.replace(STEP, '          set: {credit: {calc: "row.fee * 0.5"}}\n' + effects)
     text = text.replace("tables:\n", "tables:" + POOLS, 1)
     pack.write_text(text)
     return root
@@ -105,6 +106,7 @@ def test_a_step_updates_its_related_record_and_refuses_when_the_guard_over_it_fa
         assert res.ok, res.error
         after = ep.call("get_credit_pool", {"credit_pool_id": r["pool_id"]}).result["credit_pool"]
         assert res.result["updated_credit_pool"] == after  # the call returns the record it updated
+        assert res.result["request"]["credit"] == round(r["fee"] * 0.5, 2)  # arithmetic in `set`
         assert after["remaining"] == round(before["remaining"] - r["fee"], 2)
         assert after["granted"] == round(before["granted"] + r["fee"], 2) and after["grants"] == before["grants"] + 1
         assert after["state"] == ("exhausted" if after["remaining"] < 50 else "active")
