@@ -71,7 +71,7 @@ def _unused_reason(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, tr: T
                    reachable: set[str]) -> str:
     """Why no task of the dry-run world takes the step."""
     from worldfactory.generate.tasks.clock import clock_refusal
-    from worldfactory.generate.workflow import guards_hold
+    from worldfactory.generate.workflow import guards_hold, with_related
 
     if tr.name not in tools:
         return "the world has no tool for it (its table is left out of this company type)"
@@ -81,7 +81,7 @@ def _unused_reason(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, tr: T
     marks = ", ".join("?" * len(tr.from_))
     cur = conn.execute(f"SELECT * FROM {t.name} WHERE {t.workflow.column} IN ({marks}) ORDER BY id", tr.from_)
     names = [d[0] for d in cur.description]
-    rows = [dict(zip(names, r, strict=True)) for r in cur]
+    rows = with_related(conn, {x.name: x for x in spec.tables}, t, [dict(zip(names, r, strict=True)) for r in cur])
     if not rows:
         return (f"no seeded row is in {' or '.join(tr.from_)}; give the status column's gen those statuses "
                 f"(choice and weights) so tasks find records to act on")

@@ -1,12 +1,14 @@
 """Guard expressions: a small arithmetic language over a record and a step's parameters.
 
 A guard's `field` may be an expression instead of a single reference, so a pack can cap a computed
-value without a derived column: `(param.new_rent - row.monthly_rent) / row.monthly_rent <= rule`.
-The language has numbers, `row.<column>`, `param.<name>`, + - * /, unary minus and parentheses;
-nothing else parses (no names, calls, attributes of anything else, comparisons or subscripts), and
-it is evaluated by walking the parsed tree, never by `eval`. A missing operand or a division by
-zero makes the value None, which fails the guard, in the generated tool and in task generation
-alike, because both evaluate through `evaluate` here.
+value without a derived column: `(param.new_rent - row.monthly_rent) / row.monthly_rent <= rule`;
+a `{calc: ...}` value in `set` and effects writes one (`row.refills_remaining - 1`).
+The language has numbers, `row.<column>`, `param.<name>`, `ref.<column>.<name>` (a column of the
+record that the row's `ref` column <column> points at: `ref.invoice_id.amount_paid`), + - * /,
+unary minus and parentheses; nothing else parses (no names, calls, attributes of anything else,
+comparisons or subscripts), and it is evaluated by walking the parsed tree, never by `eval`. A
+missing operand or a division by zero makes the value None, which fails the guard, in the
+generated tool and in task generation alike, because both evaluate through `evaluate` here.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 SOURCES = ("row", "param")
+RELATED = "ref"  # ref.<ref column>.<column of the row it points at>
 MAX_LENGTH = 200
 
 
@@ -33,6 +36,14 @@ def is_expression(text: str) -> bool:
     return not (kind in SOURCES and name.isidentifier())
 
 
+def _related(node: ast.expr) -> tuple[str, str] | None:
+    """(ref column, column) of a `ref.<column>.<name>` read, or None."""
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)
+            and isinstance(node.value.value, ast.Name) and node.value.value.id == RELATED):
+        return node.value.attr, node.attr
+    return None
+
+
 @functools.lru_cache(maxsize=512)
 def parse(text: str) -> ast.expr:
     """The checked tree of an expression; ExpressionError for anything outside the language."""
@@ -42,7 +53,16 @@ def parse(text: str) -> ast.expr:
         tree = ast.parse(text, mode="eval").body
     except SyntaxError as exc:
         raise ExpressionError(f"not an arithmetic expression ({exc.msg})") from None
+    inner: set[int] = set()  # the `ref.<column>` halves of related reads, checked with their read
     for node in ast.walk(tree):
+        if id(node) in inner:
+            continue
+        pair = _related(node)
+        if pair is not None:
+            if pair[0].startswith("_") or pair[1].startswith("_"):
+                raise ExpressionError(f"'{ast.unparse(node)}': names cannot start with '_'")
+            inner.update({id(node.value), id(node.value.value)})  # type: ignore[attr-defined]
+            continue
         if isinstance(node, ast.BinOp):
             if type(node.op) not in OPERATORS:
                 raise ExpressionError(f"operator '{ast.unparse(node)}' is not one of + - * /")
@@ -54,33 +74,51 @@ def parse(text: str) -> ast.expr:
                 raise ExpressionError(f"{node.value!r} is not a number")
         elif isinstance(node, ast.Attribute):
             if not (isinstance(node.value, ast.Name) and node.value.id in SOURCES) or node.attr.startswith("_"):
-                raise ExpressionError(f"'{ast.unparse(node)}': only row.<column> and param.<name> can be read")
+                raise ExpressionError(f"'{ast.unparse(node)}': only row.<column>, param.<name> and "
+                                      f"ref.<column>.<column> can be read")
         elif isinstance(node, ast.Name):
             if node.id not in SOURCES:
-                raise ExpressionError(f"'{node.id}' is not row.<column>, param.<name> or a number")
+                raise ExpressionError(f"'{node.id}' is not row.<column>, param.<name>, ref.<column>.<column> "
+                                      "or a number")
         elif not isinstance(node, ast.operator | ast.unaryop | ast.expr_context):
             raise ExpressionError(f"'{ast.unparse(node)}' is not arithmetic")
     return tree
 
 
 def references(text: str) -> list[tuple[str, str]]:
-    """The (row|param, name) pairs an expression reads, in order of first use."""
+    """The (row|param|ref, name) pairs an expression reads, in order of first use; a related read's name is
+    `<ref column>.<column>`."""
     out: list[tuple[str, str]] = []
     for node in ast.walk(parse(text)):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        related = _related(node)
+        if related is not None:
+            pair = (RELATED, ".".join(related))
+            if pair not in out:
+                out.append(pair)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in SOURCES:
             pair = (node.value.id, node.attr)
             if pair not in out:
                 out.append(pair)
     return out
 
 
+def related_key(column: str, name: str) -> str:
+    """The key under which a row read for guards carries a related value: `ref.invoice_id.amount_paid`."""
+    return f"{RELATED}.{column}.{name}"
+
+
 def evaluate(text: str, row: dict[str, Any], params: dict[str, Any]) -> float | None:
     """The expression's value for a record and a step's arguments; None when an operand is missing or
-    a division is by zero."""
+    a division is by zero. A related read `ref.<column>.<name>` is the row's value under that key
+    (`related_key`), which whoever reads the row adds (the tool from the related record)."""
 
     def walk(node: ast.expr) -> float | None:
         if isinstance(node, ast.Constant):
             return float(node.value)
+        related = _related(node)
+        if related is not None:
+            value = row.get(related_key(*related))
+            return None if value is None else float(value)
         if isinstance(node, ast.Attribute):
             value = (row if node.value.id == "row" else params).get(node.attr)  # type: ignore[attr-defined]
             return None if value is None else float(value)

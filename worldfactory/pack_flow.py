@@ -17,17 +17,20 @@ from pathlib import Path
 from worldfactory.spec import TableDef
 
 
-def effect_starts(tables: list[TableDef]) -> dict[str, set[str]]:
-    """Per table: the statuses the effects of any transition create its records in."""
+def effect_starts(tables: list[TableDef], kind: str = "create") -> dict[str, set[str]]:
+    """Per table: the statuses the effects of any transition create its records in (`kind` "update": the
+    statuses `update` effects move an existing record to)."""
     by_name = {t.name: t for t in tables}
     out: dict[str, set[str]] = {}
     for t in tables:
         for tr in t.workflow.transitions if t.workflow else []:
             for e in tr.effects:
-                target = by_name.get(e.create)
+                if (e.create if kind == "create" else e.update) is None:
+                    continue
+                target = by_name.get(e.table)
                 value = e.values.get(target.workflow.column) if target and target.workflow else None
                 if isinstance(value, str) and not value.startswith("$"):
-                    out.setdefault(e.create, set()).add(value)
+                    out.setdefault(e.table, set()).add(value)
     return out
 
 
@@ -75,6 +78,7 @@ def flow_lines(path: Path, tables: list[TableDef], derive: list[str], reach: lis
     file's own tables; `reach` adds the tables whose effects may create their records (a pack's modules)."""
     lines: list[str] = []
     created = effect_starts([*tables, *(reach or [])])
+    moved = effect_starts([*tables, *(reach or [])], "update")  # a record an effect updates, from any status
     for i, t in enumerate(tables):
         if t.workflow is None or t.fill is not None or t.workflow.column not in {c.name for c in t.columns}:
             continue
@@ -82,7 +86,7 @@ def flow_lines(path: Path, tables: list[TableDef], derive: list[str], reach: lis
         if not col.enum:
             continue
         seeded, how = seeded_states(t, derive, created.get(t.name))
-        reach = reachable_states(t, seeded)
+        reach = reachable_states(t, seeded | (moved.get(t.name, set()) if seeded else set()))
         j = next(n for n, c in enumerate(t.columns) if c.name == col.name)
         base = f"tables[{i}:{t.name}]"
         for state in col.enum:

@@ -89,10 +89,54 @@ def _table_ref(rep: Report, loc: str, name: str, scope: Scope, what: str) -> Tab
     return scope.tables[name]
 
 
+def _check_reads(rep: Report, loc: str, text: str, t: TableDef, tr: Transition | None, scope: Scope | None) -> None:
+    """An expression (worldfactory/expressions.py): it parses, and what it reads exists: row.<column> a column,
+    param.<name> a parameter of the step, ref.<column>.<name> a `ref` column and a column of the table it points at."""
+    from worldfactory.expressions import ExpressionError
+
+    try:
+        reads = references(text) if is_expression(text) else [tuple(text.split(".", 1))]
+    except ExpressionError as exc:
+        rep.add(loc, f"'{text}': {exc}")
+        return
+    cols = {c.name: c for c in t.columns}
+    pnames = [p.name for p in tr.params] if tr else []
+    for kind, name in reads:
+        if kind == "row" and name not in cols:
+            rep.add(loc, f"'{text}': table '{t.name}' has no column '{name}'; known: {_known(cols)}")
+        elif kind == "param" and name not in pnames:
+            rep.add(loc, f"'{text}': transition '{tr.name if tr else ''}' has no parameter '{name}'; "
+                    f"known: {_known(pnames)}")
+        elif kind == "ref":
+            column, _, field = name.partition(".")
+            refs = [c.name for c in t.columns if c.ref]
+            target = scope.tables.get(cols[column].ref or "") if scope and column in cols else None
+            if column not in refs:
+                rep.add(loc, f"'{text}': 'ref.{column}' reads through a column of '{t.name}' that is a `ref` to "
+                        f"another table; its ref columns: {_known(refs)}")
+            elif target is not None and field not in {c.name for c in target.columns}:
+                rep.add(loc, f"'{text}': table '{target.name}' (that {column} points at) has no column '{field}'; "
+                        f"known: {_known(c.name for c in target.columns)}")
+
+
 def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition | None, allow_id: bool,
-                 column: ColumnDef | None = None) -> None:
+                 column: ColumnDef | None = None, scope: Scope | None = None) -> None:
     """A value written by a transition or a create tool: $today, $actor, $id, $<param>, row.<column>, $code
-    (the next code of the written column's own `code` generator), a literal."""
+    (the next code of the written column's own `code` generator), {calc: <expression>}, a literal."""
+    from worldfactory.spec import calc_of
+
+    if isinstance(value, dict) and "calc" in value:
+        text = calc_of(value)
+        if tr is None:
+            rep.add(loc, "a computed value {calc: ...} belongs to a transition's `set` or effects, not a create tool")
+            return
+        if text is None:
+            rep.add(loc, "a computed value is {calc: \"<expression>\"} and nothing else")
+            return
+        _check_reads(rep, loc, text, t, tr, scope)
+        if column is not None and column.type not in ("integer", "number", "money"):
+            rep.add(loc, f"a computed value is a number; column '{column.name}' is {column.type}")
+        return
     if not isinstance(value, str):
         return
     if value == CODE_VALUE and column is not None and not (tr and any(p.name == "code" for p in tr.params)):
@@ -264,12 +308,7 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
             rep.add(f"{ploc}.task_value", "a non-text parameter without an enum needs task_value 'row.<column>'")
     for n, g in enumerate(tr.guards):
         gloc = f"{loc}.guards[{n}]"
-        for kind, name in references(g.field) if is_expression(g.field) else [tuple(g.field.split(".", 1))]:
-            if kind == "row" and name not in cols:
-                rep.add(f"{gloc}.field", f"'{g.field}': table '{t.name}' has no column '{name}'; known: {_known(cols)}")
-            if kind == "param" and name not in pnames:
-                rep.add(f"{gloc}.field", f"'{g.field}': transition '{tr.name}' has no parameter '{name}'; "
-                        f"known: {_known(pnames)}")
+        _check_reads(rep, f"{gloc}.field", g.field, t, tr, scope)
         if g.rule is not None and g.rule not in scope.rules:
             rep.add(f"{gloc}.rule", f"unknown rule '{g.rule}'; rules declared {scope.where}: {_known(scope.rules)}")
         if isinstance(g.value, str) and g.value.startswith("row.") and g.value[4:] not in cols:
@@ -285,17 +324,32 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
     for key, value in tr.set.items():
         if key not in cols:
             rep.add(f"{loc}.set.{key}", f"table '{t.name}' has no column '{key}'; known: {_known(cols)}")
-        _check_value(rep, f"{loc}.set.{key}", value, t, tr, allow_id=False)
+        _check_value(rep, f"{loc}.set.{key}", value, t, tr, allow_id=False,
+                     column=t.column(key) if key in cols else None, scope=scope)
     for n, e in enumerate(tr.effects):
         eloc = f"{loc}.effects[{n}]"
-        target = _table_ref(rep, f"{eloc}.create", e.create, scope, "effect table")
+        kind = "create" if e.create is not None else "update"
+        target = _table_ref(rep, f"{eloc}.{kind}", e.table, scope, "effect table")
+        if e.update is not None and target is not None:
+            refs = [c.name for c in t.columns if c.ref == target.name]
+            if e.ref not in refs:
+                rep.add(f"{eloc}.ref", f"'{e.ref}' is not a column of '{t.name}' that is a `ref` to '{target.name}'; "
+                        f"those that are: {_known(refs)}")
+        if e.when is not None:
+            _check_reads(rep, f"{eloc}.when.field", e.when.field, t, tr, scope)
+            if isinstance(e.when.value, str):
+                _check_reads(rep, f"{eloc}.when.value", e.when.value, t, tr, scope)
         for key, value in e.values.items():
             if target is not None and key not in {c.name for c in target.columns}:
                 rep.add(f"{eloc}.values.{key}", f"table '{target.name}' has no column '{key}'; "
                         f"known: {_known(c.name for c in target.columns)}")
             target_col = next((c for c in target.columns if c.name == key), None) if target else None
-            _check_value(rep, f"{eloc}.values.{key}", value, t, tr, allow_id=True, column=target_col)
-        if target is not None:
+            _check_value(rep, f"{eloc}.values.{key}", value, t, tr, allow_id=True, column=target_col, scope=scope)
+            if e.update is not None and target_col is not None and target_col.enum and isinstance(value, str) \
+                    and not value.startswith(("$", "row.")) and value not in target_col.enum:
+                rep.add(f"{eloc}.values.{key}", f"'{value}' is not in the enum of {target.name}.{key}: "
+                        f"{', '.join(target_col.enum)}")
+        if target is not None and e.create is not None:
             missing = [c.name for c in target.columns if not c.nullable and c.name not in e.values]
             if missing:
                 rep.add(f"{eloc}.values", f"missing required column(s) of '{target.name}': {', '.join(missing)}")

@@ -510,11 +510,59 @@ class Guard(Strict):
         return self
 
 
-class Effect(Strict):
-    """A row a transition creates, e.g. a payment when a claim is paid."""
+CALC = "calc"  # a value `{calc: "<expression>"}` in `set` and effects: arithmetic (worldfactory/expressions.py)
 
-    create: str
+
+def calc_of(value: Any) -> str | None:
+    """The expression of a `{calc: ...}` value, or None for any other value."""
+    if isinstance(value, dict) and set(value) == {CALC} and isinstance(value[CALC], str):
+        return value[CALC]
+    return None
+
+
+class Condition(Strict):
+    """When an effect applies: `<field> <op> <value>`, over the same reads as a guard's field."""
+
+    field: str  # row.<column>, param.<name>, ref.<column>.<column> or arithmetic over them
+    op: CompareOp
+    value: float | str  # a number, or an expression (`ref.invoice_id.amount`)
+
+
+class Effect(Strict):
+    """What a transition also writes: a row it creates (a payment when a claim is paid), or an update of the
+    record one of the row's `ref` columns points at (`update: invoices, ref: invoice_id`), optionally only
+    `when` a condition holds (flip the invoice to paid once its payments cover it)."""
+
+    create: str | None = None
+    update: str | None = None
+    ref: str | None = None  # the acting row's `ref` column that names the record an `update` writes
+    when: Condition | None = None
     values: dict[str, Any]
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Effect:
+        if (self.create is None) == (self.update is None):
+            raise ValueError("an effect needs exactly one of 'create' or 'update'")
+        if self.update is not None and self.ref is None:
+            raise ValueError("an 'update' effect needs 'ref': the row's column that names the record to update")
+        if self.create is not None and self.ref is not None:
+            raise ValueError("'ref' belongs to an 'update' effect; a 'create' effect writes a new row")
+        return self
+
+    @property
+    def table(self) -> str:
+        """The table the effect writes."""
+        return self.create or self.update or ""
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave the update-only keys out while unset, so a world with create effects only keeps its bytes."""
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("create", "update", "ref", "when"):
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
 
 
 class Transition(Strict):

@@ -22,7 +22,7 @@ from worldfactory.seeds import stage_rng
 from worldfactory.spec import TableDef, Transition, WorldSpec
 
 from .data import fetch_dicts
-from .workflow import guards_hold, render_verb, task_value
+from .workflow import guards_hold, render_verb, task_value, with_related
 
 GROUPS = 6  # inbox tasks per world: one per group
 DECLINE_EVERY = 2  # groups 0, 2, 4 carry a request a rule forbids
@@ -86,13 +86,15 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     rules = spec.brief.rules
     names = {t.name for t in spec.tables}
     anchor = spec.table(spec.anchor)
+    tables = {t.name: t for t in spec.tables}
     acts: list[tuple[TableDef, Transition, dict[str, Any], dict[str, Any]]] = []
     declines: list[tuple[TableDef, Transition, dict[str, Any], dict[str, Any], str]] = []
     for table, tr in _steps(spec, [anchor]):
         assert table.workflow is not None
         marks = ", ".join("?" * len(tr.from_))
-        for row in fetch_dicts(conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) "
-                               "ORDER BY id", tuple(tr.from_)):
+        for row in with_related(conn, tables, table, fetch_dicts(
+                conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) ORDER BY id",
+                tuple(tr.from_))):
             args = {p.name: task_value(p, row, rng) for p in tr.params}
             if guards_hold(tr, row, args, rules):
                 acts.append((table, tr, row, args))
@@ -103,8 +105,9 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
             continue
         others = tr.model_copy(update={"guards": [g for g in tr.guards if not g.rule]})
         marks = ", ".join("?" * len(tr.from_))
-        for row in fetch_dicts(conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) "
-                               "ORDER BY id", tuple(tr.from_)):
+        for row in with_related(conn, tables, table, fetch_dicts(
+                conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) ORDER BY id",
+                tuple(tr.from_))):
             args = {p.name: task_value(p, row, rng) for p in tr.params}
             failing = [g for g in rule_guards
                        if not guards_hold(tr.model_copy(update={"guards": [g]}), row, args, rules)]

@@ -14,7 +14,7 @@ from typing import Any
 from worldfactory.generate.data import fetch_dicts as _rows
 from worldfactory.generate.data import open_image
 from worldfactory.generate.tools import ParamSpec, ToolSpec
-from worldfactory.generate.workflow import guard_holds, guards_hold, id_param, task_value
+from worldfactory.generate.workflow import guard_holds, guards_hold, id_param, task_value, with_related
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import TableDef, Transition, WorldSpec
 
@@ -92,7 +92,8 @@ def probes_for(spec: WorldSpec, tools: list[ToolSpec], seed_image: bytes) -> dic
             table = spec.table(tool.table)
             rows = first_rows.get(table.name)
             if rows is None:
-                rows = first_rows[table.name] = _rows(conn, f"SELECT * FROM {table.name} ORDER BY id LIMIT 400")
+                rows = first_rows[table.name] = with_related(conn, {t.name: t for t in spec.tables}, table, _rows(
+                    conn, f"SELECT * FROM {table.name} ORDER BY id LIMIT 400"))
             valid: dict[str, Any] | None = None
             invalid: list[dict[str, Any]] = []
             if tool.kind == "search":

@@ -17,10 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.expressions import is_expression, references
+from worldfactory.expressions import RELATED, is_expression, references
 from worldfactory.generate.tasks.words import a_or_an
 from worldfactory.generate.workflow import id_param, slug
-from worldfactory.spec import ColumnDef, ColumnType, Param, TableDef, Transition, WorldSpec
+from worldfactory.spec import ColumnDef, ColumnType, Effect, Param, TableDef, Transition, WorldSpec, calc_of
 from worldfactory.templates import TemplateError
 
 ToolKind = Literal["search", "get", "create", "update", "transition"]
@@ -215,8 +215,13 @@ def _transition_tool(spec: WorldSpec, t: TableDef, tr: Transition) -> ToolSpec:
     for g in tr.guards:
         text += " " + _refusal(g.message, g.rule)
     for e in tr.effects:
-        noun = _noun(spec, e.create) if spec.has_table(e.create) else e.create.replace("_", " ")
-        text += f" Also creates {a_or_an(noun)} {noun} record."
+        noun = _noun(spec, e.table) if spec.has_table(e.table) else e.table.replace("_", " ")
+        if e.create is not None:
+            text += f" Also creates {a_or_an(noun)} {noun} record."
+        else:
+            fields = " and ".join(k.replace("_", " ") for k in e.values)
+            when = " when the condition holds" if e.when else ""
+            text += f" Also updates the {fields} of its {noun}{when}."
     return ToolSpec(
         name=tr.name, kind="transition", table=t.name, params=params, description=text.strip(),
         read_only=False, destructive=tr.destructive, idempotent=False, transition=tr.name,
@@ -501,39 +506,117 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
         if p.type == "money":
             body.append(f"    {p.name} = round({p.name}, 2)")
     body.append(f"    db.require_state(row, {t.workflow.column!r}, {tr.from_!r}, {t.singular + ' '!r} + str({label}))")
+    related = [name.split(".")[0] for g in tr.guards if is_expression(g.field)
+               for kind, name in references(g.field) if kind == RELATED]
+    body += _read_related(spec, t, list(dict.fromkeys(related)))
     for g in tr.guards:
         if is_expression(g.field):  # evaluated by the toolkit's walker over these values, never by eval
-            values = ", ".join(f"{f'{k}.{n}'!r}: " + (f"row[{n!r}]" if k == "row" else _ident(n, "guard field"))
-                               for k, n in references(g.field))
-            left = f"db.calc({g.field!r}, {{{values}}})"
+            left = f"db.calc({g.field!r}, {_reads(g.field)})"
         else:
             kind, name = g.field.split(".", 1)
             left = f"row[{name!r}]" if kind == "row" else _ident(name, "guard field")
         right = f"db.rule({g.rule!r})" if g.rule else _value_expr(g.value)
         body.append(f"    db.guard({left}, {g.op!r}, {right}, {g.message!r})")
     sets = {t.workflow.column: repr(tr.to)}
-    sets.update({k: _value_expr(v) for k, v in tr.set.items()})
+    calcs = [name.split(".")[0] for v in tr.set.values() if calc_of(v)
+             for kind, name in references(calc_of(v) or "") if kind == RELATED]
+    fresh = [c for c in dict.fromkeys(calcs) if c not in related]  # read by a computed value, not by a guard
+    body += _read_related(spec, t, fresh)
+    sets.update({k: _calc_expr(t, k, v, tr.name) if calc_of(v) else _value_expr(v) for k, v in tr.set.items()})
     body.append(f"    db.update({t.name!r}, {idp}, {{{', '.join(f'{k!r}: {v}' for k, v in sets.items())}}})")
     created = []
+    updated: list[tuple[str, str | None]] = []  # (table, ref column): the related records effects updated
     for i, e in enumerate(tr.effects):
-        if not spec.has_table(e.create):
-            raise TemplateError(f"transition '{tr.name}': effect creates into unknown table '{e.create}'")
-        target = spec.table(e.create)
+        if not spec.has_table(e.table):
+            raise TemplateError(f"transition '{tr.name}': effect writes unknown table '{e.table}'")
+        target = spec.table(e.table)
+        if e.update is not None:
+            body += _update_effect(spec, t, tr, e, audit, tool.name)
+            if (e.update, e.ref) not in updated:
+                updated.append((e.update, e.ref))
+            continue
         next_code = not any(p.name == "code" for p in tr.params)  # else $code is the parameter
-        exprs = {k: _code_expr(target, k) if v == "$code" and next_code else _value_expr(v, id_var=idp)
+        exprs = {k: _code_expr(target, k) if v == "$code" and next_code
+                 else _calc_expr(target, k, v, tr.name) if calc_of(v) else _value_expr(v, id_var=idp)
                  for k, v in e.values.items()}
         values = ", ".join(f"{k!r}: {x}" for k, x in exprs.items())
-        body.append(f"    created_{i} = db.insert({e.create!r}, {{{values}}})")
+        reads = [name.split(".")[0] for v in e.values.values() if calc_of(v)
+                 for kind, name in references(calc_of(v) or "") if kind == RELATED]
+        body += _read_related(spec, t, list(dict.fromkeys(reads)))  # as they are now, after earlier effects
+        body.append(f"    created_{i} = db.insert({e.table!r}, {{{values}}})")
         if audit:
-            body.append(f"    db.audit({tool.name!r}, {e.create!r}, created_{i})")
-        created.append((e.create, f"created_{i}"))
+            body.append(f"    db.audit({tool.name!r}, {e.table!r}, created_{i})")
+        created.append((e.table, f"created_{i}"))
     if audit:
         body.append(f"    db.audit({tool.name!r}, {t.name!r}, {idp})")
     out = [f"{slug(t.singular)!r}: db.get({t.name!r}, {idp}, {t.singular!r})"]
     out += [f"{'created_' + slug(spec.table(tbl).singular)!r}: db.get({tbl!r}, {var}, "
             f"{spec.table(tbl).singular!r})" for tbl, var in created]
+    out += [f"{'updated_' + slug(spec.table(tbl).singular)!r}: db.get({tbl!r}, {_related_var(ref or '')}['id'], "
+            f"{spec.table(tbl).singular!r})" for tbl, ref in updated]
     body.append(f"    return {{{', '.join(out)}}}")
     return body
+
+
+def _related_var(column: str) -> str:
+    return f"ref_{_ident(column, 'ref column')}"
+
+
+def _read_related(spec: WorldSpec, t: TableDef, columns: list[str]) -> list[str]:
+    """Read the records the row's `ref` columns point at (`ref.<column>.<name>` reads them), as they are now."""
+    out = []
+    for column in columns:
+        target = t.column(column).ref if column in {c.name for c in t.columns} else None
+        if target is None or not spec.has_table(target):
+            raise TemplateError(f"table '{t.name}': 'ref.{column}' reads through a column that is not a ref to a "
+                                f"table of the world")
+        out.append(f"    {_related_var(column)} = db.get({target!r}, row[{column!r}], {_noun(spec, target)!r})")
+    return out
+
+
+def _reads(text: str) -> str:
+    """The values an expression reads, as a dict literal for db.calc: row, parameters and related records."""
+    parts = []
+    for kind, name in references(text):
+        if kind == "row":
+            source = f"row[{name!r}]"
+        elif kind == "param":
+            source = _ident(name, "expression parameter")
+        else:
+            column, _, field = name.partition(".")
+            source = f"{_related_var(column)}[{field!r}]"
+        parts.append(f"{f'{kind}.{name}'!r}: {source}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _calc_expr(target: TableDef, column: str, value: Any, step: str) -> str:
+    """A `{calc: ...}` value: computed by the toolkit's walker, stored as the column's type."""
+    text = calc_of(value) or ""
+    kind = target.column(column).type
+    return f"db.computed({text!r}, {_reads(text)}, {kind!r}, {f'{column} of {step}'!r})"
+
+
+def _update_effect(spec: WorldSpec, t: TableDef, tr: Transition, e: Effect, audit: bool, tool_name: str) -> list[str]:
+    """An effect that updates the record a `ref` column points at, read as it is now (after earlier effects)."""
+    assert e.update is not None and e.ref is not None
+    target = spec.table(e.update)
+    if t.column(e.ref).ref != e.update:
+        raise TemplateError(f"transition '{tr.name}': effect ref '{e.ref}' is not a ref to '{e.update}'")
+    texts = [calc_of(v) or "" for v in e.values.values() if calc_of(v)]
+    if e.when is not None:
+        texts += [e.when.field] + ([e.when.value] if isinstance(e.when.value, str) else [])
+    reads = [e.ref] + [name.split(".")[0] for text in texts for kind, name in references(text) if kind == RELATED]
+    body = _read_related(spec, t, list(dict.fromkeys(reads)))
+    exprs = {k: _calc_expr(target, k, v, tr.name) if calc_of(v) else _value_expr(v) for k, v in e.values.items()}
+    write = (f"db.update({e.update!r}, {_related_var(e.ref)}['id'], "
+             f"{{{', '.join(f'{k!r}: {x}' for k, x in exprs.items())}}})")
+    lines = [write] + ([f"db.audit({tool_name!r}, {e.update!r}, {_related_var(e.ref)}['id'])"] if audit else [])
+    if e.when is None:
+        return body + ["    " + x for x in lines]
+    left = f"db.calc({e.when.field!r}, {_reads(e.when.field)})"
+    right = (repr(float(e.when.value)) if not isinstance(e.when.value, str)
+             else f"db.calc({e.when.value!r}, {_reads(e.when.value)})")
+    return body + [f"    if db.holds({left}, {e.when.op!r}, {right}):"] + ["        " + x for x in lines]
 
 
 def tools_source(spec: WorldSpec, tools: list[ToolSpec]) -> str:

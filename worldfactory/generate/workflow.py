@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import random
+import sqlite3
 from typing import Any
 
-from worldfactory.expressions import evaluate, is_expression
+from worldfactory.expressions import RELATED, evaluate, is_expression, references, related_key
 from worldfactory.fill import fill
 from worldfactory.runtime.toolkit import COMPARE
 from worldfactory.spec import Guard, Param, TableDef, Transition
@@ -27,6 +28,33 @@ def slug(text: str) -> str:
 
 def id_param(table: TableDef) -> str:
     return f"{slug(table.singular)}_id"
+
+
+def related_reads(t: TableDef) -> list[tuple[str, str]]:
+    """The (ref column, column) pairs that the guards of the table's steps read from related records
+    (`ref.<column>.<name>`), in order of first use."""
+    out: list[tuple[str, str]] = []
+    for tr in t.workflow.transitions if t.workflow else []:
+        for g in tr.guards:
+            for kind, name in references(g.field) if is_expression(g.field) else []:
+                column, _, field = name.partition(".")
+                if kind == RELATED and (column, field) not in out:
+                    out.append((column, field))
+    return out
+
+
+def with_related(conn: sqlite3.Connection, tables: dict[str, TableDef], t: TableDef,
+                 rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows, each with the related values its table's guards read (under `related_key`), as the generated
+    tool reads them from the related record: task generation then judges a guard as the tool will."""
+    for column, field in related_reads(t):
+        target = tables.get(t.column(column).ref or "") if column in {c.name for c in t.columns} else None
+        if target is None or field not in {c.name for c in target.columns}:
+            continue  # check-pack names it; the tool generator refuses it
+        values = dict(conn.execute(f"SELECT id, {field} FROM {target.name}").fetchall())
+        for row in rows:
+            row[related_key(column, field)] = values.get(row.get(column))
+    return rows
 
 
 def task_value(param: Param, row: dict[str, Any], rng: random.Random) -> Any:

@@ -115,8 +115,22 @@ class ToolDB:
     def calc(self, expression: str, values: dict[str, Any]) -> float | None:
         """A guard's arithmetic (worldfactory.expressions) over the record's and the call's values."""
         row = {k[4:]: v for k, v in values.items() if k.startswith("row.")}
+        row.update({k: v for k, v in values.items() if k.startswith("ref.")})  # related reads keep their key
         params = {k[6:]: v for k, v in values.items() if k.startswith("param.")}
         return evaluate(expression, row, params)
+
+    def computed(self, expression: str, values: dict[str, Any], kind: str, what: str) -> float | int:
+        """A `{calc: ...}` value of `set` or an effect, as its column stores it (integers whole, money to the cent)."""
+        value = self.calc(expression, values)
+        if value is None:
+            raise ToolError(f"{what} cannot be computed: a value it reads is missing")
+        if kind == "integer":
+            return int(round(value))
+        return round(value, 2) if kind == "money" else value
+
+    def holds(self, left: Any, op: str, right: Any) -> bool:
+        """Whether an effect's `when` holds (a missing value never does)."""
+        return left is not None and right is not None and bool(COMPARE[op](left, right))
 
     def next_code(self, table: str, pattern: str) -> str:
         """The code the table's next row gets from its `code` generator (numbered by id, as seeded rows are)."""

@@ -22,7 +22,7 @@ from worldfactory.seeds import stage_rng
 from worldfactory.spec import ColumnDef, Difficulty, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
 
 from ..data import draw_value, fetch_dicts, open_image
-from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, task_value
+from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, related_reads, task_value, with_related
 from .clock import clock_refusal
 from .words import cap, has_name, human, in_state, of_parent, tool_name, when
 
@@ -407,10 +407,16 @@ class TaskBuilder:
 
     def rows(self, table: TableDef) -> list[dict[str, Any]]:
         """Every row of the table, by id."""
-        return fetch_dicts(self.conn, f"SELECT * FROM {table.name} ORDER BY id")
+        return self._related(table, fetch_dicts(self.conn, f"SELECT * FROM {table.name} ORDER BY id"))
+
+    def _related(self, table: TableDef, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows with the values of related records their guards read (`ref.<column>.<name>`)."""
+        if not related_reads(table):
+            return rows
+        return with_related(self.conn, {t.name: t for t in self.spec.tables}, table, rows)
 
     def row(self, table: TableDef, row_id: Any) -> dict[str, Any] | None:
-        found = fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE id = ?", (row_id,))
+        found = self._related(table, fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE id = ?", (row_id,)))
         return found[0] if found else None
 
     def next_id(self, table: TableDef) -> int:
@@ -419,14 +425,16 @@ class TaskBuilder:
 
     def rows_except(self, table: TableDef, row_id: Any) -> list[dict[str, Any]]:
         """Every row of the table but one (all of them when ``row_id`` is None), by id."""
-        return fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE id IS NOT ? ORDER BY id", (row_id,))
+        return self._related(table, fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE id IS NOT ? "
+                                                "ORDER BY id", (row_id,)))
 
     def rows_in(self, table: TableDef, states: list[str]) -> list[dict[str, Any]]:
         """The rows of a workflow table in any of the states, by id."""
         assert table.workflow is not None
         marks = ", ".join("?" * len(states))
-        return fetch_dicts(self.conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) "
-                           "ORDER BY id", tuple(states))
+        return self._related(table, fetch_dicts(
+            self.conn, f"SELECT * FROM {table.name} WHERE {table.workflow.column} IN ({marks}) ORDER BY id",
+            tuple(states)))
 
     def children(self, table: TableDef, col: ColumnDef, parent_id: Any) -> list[dict[str, Any]]:
         """The rows of the table whose reference column points at the parent, by id."""
