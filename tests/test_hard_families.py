@@ -9,7 +9,8 @@ import pytest
 
 from worldfactory.catalog import SCHEMAS
 from worldfactory.generate.data import build_seed_db, open_image
-from worldfactory.generate.handbook import TABLE, handbook_rules, in_band
+from worldfactory.generate import handbook
+from worldfactory.generate.handbook import TABLE, band, handbook_rules, in_band
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.twins import find_twins
 from worldfactory.generate.validity import check_task
@@ -137,6 +138,40 @@ def test_scripted_policies_show_the_gradient(worlds: dict[str, World], wid: str)
     for task in handbook:
         passed = run_policy(world, task.task_id, "refusal_only").verdict.passed
         assert passed == (not task.trap), task.task_id
+    assert sum(bool(t.trap) for t in handbook) >= 2, wid  # refusal_only fails some handbook tasks in every pack
+
+
+def _near(world_spec: object, image: bytes) -> dict[str, int]:
+    """Records in each row-guarded rule's near-limit band, in the states its step starts from."""
+    conn = open_image(image)
+    out: dict[str, int] = {}
+    for hr in handbook_rules(world_spec, conn):  # type: ignore[arg-type]
+        kind, _, name = hr.guard.field.partition(".")
+        limits = band(hr, world_spec.brief.rules[hr.rule])  # type: ignore[attr-defined]
+        if kind != "row" or limits is None:
+            continue
+        states = [s for s in hr.step.from_ if s in hr.alternative.from_]
+        assert hr.table.workflow is not None
+        values = [v for (v,) in conn.execute(f"SELECT {name} FROM {hr.table.name} WHERE {hr.table.workflow.column} "
+                                             f"IN ({', '.join('?' * len(states))})", states)]
+        out[hr.rule] = sum(limits[0] <= float(v) <= limits[1] for v in values if v is not None)
+    return out
+
+
+def test_near_limit_records_are_seeded_where_the_draw_left_none(monkeypatch: pytest.MonkeyPatch,
+                                                                worlds: dict[str, World]) -> None:
+    """Commerce's requested returns drew one refund within the band under its limit: seeding moves records
+    past the limit into it, so its handbook tasks have near-limit cases. Planted: with the seeding off
+    (MIN_NEAR 0) the band holds one record, and the check below fails on it."""
+    wid = "commerce-operations.startup--v001"
+    world = worlds[wid]
+    assert _near(world.spec, world.seed_image) == {"auto_refund_limit": handbook.MIN_NEAR}
+    for other in worlds.values():
+        assert all(n >= handbook.MIN_NEAR for n in _near(other.spec, other.seed_image).values()), other.world_id
+    wanted = handbook.MIN_NEAR
+    monkeypatch.setattr(handbook, "MIN_NEAR", 0)
+    planted = build_seed_db(world.spec, load_templates().vocabulary)
+    assert _near(world.spec, planted)["auto_refund_limit"] == 1 < wanted
 
 
 def test_difficulty_is_recorded_in_tasks_and_catalog(worlds: dict[str, World]) -> None:
