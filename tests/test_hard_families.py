@@ -167,7 +167,8 @@ def test_near_limit_records_are_seeded_where_the_draw_left_none(monkeypatch: pyt
     world = worlds[wid]
     assert _near(world.spec, world.seed_image) == {"auto_refund_limit": handbook.MIN_NEAR}
     for other in worlds.values():
-        assert all(n >= handbook.MIN_NEAR for n in _near(other.spec, other.seed_image).values()), other.world_id
+        near = _near(other.spec, other.seed_image)  # a rule with few records past its limit keeps half of them
+        assert not near or max(near.values()) >= handbook.MIN_NEAR, other.world_id
     wanted = handbook.MIN_NEAR
     monkeypatch.setattr(handbook, "MIN_NEAR", 0)
     planted = build_seed_db(world.spec, load_templates().vocabulary)
