@@ -8,8 +8,8 @@ import random
 import pytest
 
 from worldfactory.catalog import SCHEMAS
-from worldfactory.generate.data import build_seed_db, open_image
 from worldfactory.generate import handbook
+from worldfactory.generate.data import build_seed_db, open_image
 from worldfactory.generate.handbook import TABLE, band, handbook_rules, in_band
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.twins import find_twins
