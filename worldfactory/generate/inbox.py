@@ -229,11 +229,13 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
 
 def _quiet_contacts(conn: sqlite3.Connection, today: date) -> list[int]:
     """Contacts with no email dated in the last ten days: a request on the clock's day is their last email,
-    and the earlier one seeded before it stays their only other recent one."""
+    and the earlier one seeded before it stays their only other recent one. The emails this module seeds
+    (unread requests, the earlier "Thank you from" ones) do not count, so the tasks stage, reading the
+    seeded image, plans the same as the seed stage did."""
     since = (today - timedelta(days=10)).isoformat()
     return [int(r[0]) for r in conn.execute(
         "SELECT id FROM contacts c WHERE NOT EXISTS (SELECT 1 FROM emails e WHERE e.contact_id = c.id "
-        "AND e.sent_on >= ?) ORDER BY id", (since,))]
+        "AND e.sent_on >= ? AND e.unread = 0 AND e.subject NOT LIKE 'Thank you from %') ORDER BY id", (since,))]
 
 
 def _latest(table: TableDef, row: dict[str, Any]) -> str | None:
