@@ -195,9 +195,10 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
                 wanted.insert(rng.randint(0, len(wanted)), ("act", phoned, "note"))
         if last:
             day = today
-            group.earlier = (f"Thank you from {name}, {today.isoformat()}",
+            before = (today - timedelta(days=rng.randint(3, 9))).isoformat()
+            group.earlier = (f"Thank you from {name}, {before}",
                              f"Hello,\n\nThank you for your help last time; nothing else is needed on that.\n\n{name}",
-                             (today - timedelta(days=rng.randint(3, 9))).isoformat())
+                             before)
         for kind, found, channel in wanted:
             table, tr, row, args = found[:4]
             used.add((table.name, row["id"]))
