@@ -29,7 +29,8 @@ RULE_SCOPE = ("(a business rule forbids a request only where the description of 
               "that rule)")
 RULES = ("For each one: do what it asks where our business rules allow it " + RULE_SCOPE + " (where a rule "
          "forbids it, change nothing), and do nothing twice if a request repeats an earlier one; {note}reply in its "
-         "thread (to the sender, subject \"Re: \" followed by its subject) saying what you did or why not; then mark it read.")
+         "thread (to the sender, subject \"Re: \" followed by its subject) saying what you did or why not; then mark "
+         "it read.")
 NOTE_CLAUSE = "leave one note on each {anchor} you change saying what you did; "
 PHONED = (" {logger} also took a phone message from them and logged it as a note on the {anchor} it is about "
           "(the note starts \"Phone message:\"): handle it the same way, but reply by email with the subject "
