@@ -196,3 +196,43 @@ def test_reading_both_twins_is_a_valid_alternative(worlds: dict[str, World]) -> 
         if reads:
             act = len(task.oracle) - 1
             assert _passes(world, task, task.oracle[:act] + reads + task.oracle[act:]), task.task_id
+
+
+def test_the_handbook_is_also_an_mcp_resource(worlds: dict[str, World]) -> None:
+    """Listed and read over the in-process SDK server and over served HTTP, with every section the handbook
+    tools return; read from the episode's own database (a changed section shows); an unknown uri is an error."""
+    import anyio
+    from mcp import Client
+
+    from tests.test_serving import Server
+    from worldfactory.runtime.mcp_server import HANDBOOK_URI, build_server
+
+    world = worlds[INSURANCE]
+    with world.episode() as ep:
+        bodies = [r["body"] for r in (ep.call(f"search_{TABLE}", {"limit": 100}).result or {})["results"]]
+    assert len(bodies) >= 2
+
+    async def read(target: object) -> tuple[list[str], str, bool]:
+        async with Client(target) as client:  # type: ignore[arg-type]
+            listed = [str(r.uri) for r in (await client.list_resources()).resources]
+            text = (await client.read_resource(HANDBOOK_URI)).contents[0].text  # type: ignore[union-attr]
+            try:
+                await client.read_resource("worldfactory://nothing")
+                refused = False
+            except Exception:
+                refused = True
+            return listed, text, refused
+
+    episode = world.episode()
+    episode.conn.execute(f"UPDATE {TABLE} SET body = 'planted section' WHERE id = 1")
+    for target in (build_server(world), None, build_server(world, episode)):
+        if target is None:
+            with Server(world) as server:
+                listed, text, refused = anyio.run(read, server.url + "/mcp")
+        else:
+            listed, text, refused = anyio.run(read, target)
+        assert listed == [HANDBOOK_URI] and refused
+        if target is not None and getattr(target, "_episode", None) is episode:
+            assert "planted section" in text and bodies[0] not in text
+        else:
+            assert all(body in text for body in bodies)
