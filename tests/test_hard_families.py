@@ -133,7 +133,9 @@ def test_scripted_policies_show_the_gradient(worlds: dict[str, World], wid: str)
 
     assert discover and easy
     assert rate(discover, "oracle") == 1.0 and rate(handbook or easy, "oracle") == 1.0
-    assert rate(discover, "first_hit") <= 0.5
+    # which twin a task names is drawn (TWIN_SHARE, NOTED_TWIN_SHARE in tasks/discover.py), so the share is
+    # the draw's: 4 of 10 in insurance before issue 33's inbox notes and near-limit seeding moved the draws, 6 after
+    assert rate(discover, "first_hit") <= 0.6
     assert rate(easy, "first_hit") >= 0.9
     for task in handbook:
         passed = run_policy(world, task.task_id, "refusal_only").verdict.passed
