@@ -8,8 +8,9 @@ import random
 import pytest
 
 from worldfactory.catalog import SCHEMAS
+from worldfactory.generate import handbook
 from worldfactory.generate.data import build_seed_db, open_image
-from worldfactory.generate.handbook import TABLE, handbook_rules, in_band
+from worldfactory.generate.handbook import TABLE, band, handbook_rules, in_band
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.twins import find_twins
 from worldfactory.generate.validity import check_task
@@ -132,11 +133,48 @@ def test_scripted_policies_show_the_gradient(worlds: dict[str, World], wid: str)
 
     assert discover and easy
     assert rate(discover, "oracle") == 1.0 and rate(handbook or easy, "oracle") == 1.0
-    assert rate(discover, "first_hit") <= 0.5
+    # which twin a task names is drawn (TWIN_SHARE, NOTED_TWIN_SHARE in tasks/discover.py), so the share is
+    # the draw's: 4 of 10 in insurance before issue 33's inbox notes and near-limit seeding moved the draws, 6 after
+    assert rate(discover, "first_hit") <= 0.6
     assert rate(easy, "first_hit") >= 0.9
     for task in handbook:
         passed = run_policy(world, task.task_id, "refusal_only").verdict.passed
         assert passed == (not task.trap), task.task_id
+    assert sum(bool(t.trap) for t in handbook) >= 2, wid  # refusal_only fails some handbook tasks in every pack
+
+
+def _near(world_spec: object, image: bytes) -> dict[str, int]:
+    """Records in each row-guarded rule's near-limit band, in the states its step starts from."""
+    conn = open_image(image)
+    out: dict[str, int] = {}
+    for hr in handbook_rules(world_spec, conn):  # type: ignore[arg-type]
+        kind, _, name = hr.guard.field.partition(".")
+        limits = band(hr, world_spec.brief.rules[hr.rule])  # type: ignore[attr-defined]
+        if kind != "row" or limits is None:
+            continue
+        states = [s for s in hr.step.from_ if s in hr.alternative.from_]
+        assert hr.table.workflow is not None
+        values = [v for (v,) in conn.execute(f"SELECT {name} FROM {hr.table.name} WHERE {hr.table.workflow.column} "
+                                             f"IN ({', '.join('?' * len(states))})", states)]
+        out[hr.rule] = sum(limits[0] <= float(v) <= limits[1] for v in values if v is not None)
+    return out
+
+
+def test_near_limit_records_are_seeded_where_the_draw_left_none(monkeypatch: pytest.MonkeyPatch,
+                                                                worlds: dict[str, World]) -> None:
+    """Commerce's requested returns drew one refund within the band under its limit: seeding moves records
+    past the limit into it, so its handbook tasks have near-limit cases. Planted: with the seeding off
+    (MIN_NEAR 0) the band holds one record, and the check below fails on it."""
+    wid = "commerce-operations.startup--v001"
+    world = worlds[wid]
+    assert _near(world.spec, world.seed_image) == {"auto_refund_limit": handbook.MIN_NEAR}
+    for other in worlds.values():
+        near = _near(other.spec, other.seed_image)  # a rule with few records past its limit keeps half of them
+        assert not near or max(near.values()) >= handbook.MIN_NEAR, other.world_id
+    wanted = handbook.MIN_NEAR
+    monkeypatch.setattr(handbook, "MIN_NEAR", 0)
+    planted = build_seed_db(world.spec, load_templates().vocabulary)
+    assert _near(world.spec, planted)["auto_refund_limit"] == 1 < wanted
 
 
 def test_difficulty_is_recorded_in_tasks_and_catalog(worlds: dict[str, World]) -> None:
@@ -160,3 +198,43 @@ def test_reading_both_twins_is_a_valid_alternative(worlds: dict[str, World]) -> 
         if reads:
             act = len(task.oracle) - 1
             assert _passes(world, task, task.oracle[:act] + reads + task.oracle[act:]), task.task_id
+
+
+def test_the_handbook_is_also_an_mcp_resource(worlds: dict[str, World]) -> None:
+    """Listed and read over the in-process SDK server and over served HTTP, with every section the handbook
+    tools return; read from the episode's own database (a changed section shows); an unknown uri is an error."""
+    import anyio
+    from mcp import Client
+
+    from tests.test_serving import Server
+    from worldfactory.runtime.mcp_server import HANDBOOK_URI, build_server
+
+    world = worlds[INSURANCE]
+    with world.episode() as ep:
+        bodies = [r["body"] for r in (ep.call(f"search_{TABLE}", {"limit": 100}).result or {})["results"]]
+    assert len(bodies) >= 2
+
+    async def read(target: object) -> tuple[list[str], str, bool]:
+        async with Client(target) as client:  # type: ignore[arg-type]
+            listed = [str(r.uri) for r in (await client.list_resources()).resources]
+            text = (await client.read_resource(HANDBOOK_URI)).contents[0].text  # type: ignore[union-attr]
+            try:
+                await client.read_resource("worldfactory://nothing")
+                refused = False
+            except Exception:
+                refused = True
+            return listed, text, refused
+
+    episode = world.episode()
+    episode.conn.execute(f"UPDATE {TABLE} SET body = 'planted section' WHERE id = 1")
+    for target in (build_server(world), None, build_server(world, episode)):
+        if target is None:
+            with Server(world) as server:
+                listed, text, refused = anyio.run(read, server.url + "/mcp")
+        else:
+            listed, text, refused = anyio.run(read, target)
+        assert listed == [HANDBOOK_URI] and refused
+        if target is not None and getattr(target, "_episode", None) is episode:
+            assert "planted section" in text and bodies[0] not in text
+        else:
+            assert all(body in text for body in bodies)

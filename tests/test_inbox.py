@@ -47,7 +47,19 @@ def test_requests_are_seeded_unread_and_planned_again_from_the_seed(worlds: dict
         kinds = [r.kind for g in groups for r in g.requests]
         assert {"act", "decline", "duplicate"} <= set(kinds), world.world_id
         unread = list(conn.execute("SELECT subject, contact_id, folder FROM emails WHERE unread = 1 ORDER BY id"))
-        assert unread == [(r.subject, g.contact["id"], "inbox") for g in groups for r in g.requests]
+        assert unread == [(r.subject, g.contact["id"], "inbox") for g in groups for r in g.requests
+                          if r.channel == "email"]
+        phoned = [(g.logger["id"], r.row["id"]) for g in groups for r in g.requests if r.channel == "note"
+                  if g.logger is not None]
+        assert len(phoned) == 2, world.world_id  # logged by a colleague on the record each is about
+        assert phoned == list(conn.execute("SELECT author_id, subject_id FROM notes WHERE body LIKE "
+                                           "'Phone message:%' ORDER BY id"))
+        last = [g for g in groups if g.last]
+        assert [r.kind for g in last for r in g.requests] == ["act", "decline"], world.world_id
+        for g in last:  # the request is the contact's latest email, after their earlier one
+            latest = list(conn.execute("SELECT subject, unread FROM emails WHERE contact_id = ? ORDER BY sent_on "
+                                       "DESC, id DESC LIMIT 2", (g.contact["id"],)))
+            assert g.earlier is not None and latest == [(g.requests[0].subject, 1), (g.earlier[0], 0)]
         assert len(_inbox(world)) == len(groups)
     world = worlds[WORLD]  # deterministic: the same seed bytes again
     vocab = load_templates().vocabulary
@@ -112,7 +124,8 @@ def test_inbox_task_over_http_is_graded_on_every_module(world: World) -> None:
     email (the thread of another request) fails on the emails table alone."""
     import httpx2
 
-    task = next(t for t in _inbox(world) if t.declined_calls)
+    task = next(t for t in _inbox(world) if t.declined_calls
+                and sum(c.tool == "update_email" for c in t.oracle) >= 2)
     auth = {"authorization": "Bearer test-token"}
     with Server(world) as server, httpx2.Client(base_url=server.url, timeout=30) as http:
         made = http.post("/control/episodes", json={"task_id": task.task_id}, headers=auth).json()
@@ -129,3 +142,53 @@ def test_inbox_task_over_http_is_graded_on_every_module(world: World) -> None:
             ep.call(call.tool, call.args)
         verdict2 = ep.verify(task.answer)
     assert not verdict2.passed and {m.table for m in verdict2.mismatches} == {"emails"}
+
+
+def _last(world: World) -> list[Task]:
+    return [t for t in _inbox(world) if "last email" in t.instruction or "most recent email" in t.instruction]
+
+
+def test_last_email_tasks_grade_the_record_the_reply_and_the_note(world: World) -> None:
+    """"The last email from <contact>": the oracle passes and its mutants are caught; leaving out the note
+    (asked for whatever was decided), replying in the earlier email's thread, or acting on the request a
+    rule forbids each fail."""
+    rng = stage_rng(world.brief.generation_seed, "validity")
+    tasks = _last(world)
+    assert len(tasks) == 2 and any(t.declined_calls for t in tasks)
+    conn = _seed(world)
+    for task in tasks:
+        report = check_task(world, task, rng)
+        assert report.oracle_passes and report.null_fails and not report.problems, report.problems
+        assert not _solve(world, task, [c for c in task.oracle if c.tool != "create_note"])
+        reply = next(c for c in task.oracle if c.tool == "create_email")
+        cid = reply.args["contact_id"]
+        earlier = conn.execute("SELECT id FROM emails WHERE contact_id = ? AND unread = 0 ORDER BY sent_on DESC "
+                               "LIMIT 1", (cid,)).fetchone()[0]
+        wrong = [ToolCall(tool=c.tool, args={**c.args, "in_reply_to": earlier}) if c is reply else c
+                 for c in task.oracle]
+        assert not _solve(world, task, wrong)
+        if task.declined_calls:  # the step the rule forbids: the tool refuses it, or the verifier fails it
+            act = [c for c in task.declined_calls if c.tool != "create_note"]
+            with world.episode(task.task_id) as ep:
+                for call in task.oracle[:-3]:
+                    ep.call(call.tool, call.args)
+                refused = all(ep.call(c.tool, c.args).error for c in act)
+                for call in task.oracle[-3:]:
+                    ep.call(call.tool, call.args)
+                assert ep.verify(task.answer).passed is refused
+
+
+def test_phoned_in_requests_are_found_in_notes_and_answered_by_email(world: World) -> None:
+    """Two inbox tasks carry a request a colleague logged as a note: leaving it undone fails, and so does
+    answering it without the step; the reply has no thread and its subject repeats the note's first line."""
+    tasks = [t for t in _inbox(world) if "phone message" in t.instruction]
+    assert len(tasks) == 2
+    for task in tasks:
+        reply = next(c for c in task.oracle if c.tool == "create_email" and "in_reply_to" not in c.args)
+        assert reply.args["subject"].startswith("Re: Phone message: ")
+        i = task.oracle.index(reply)
+        step = next(j for j in range(i - 1, 0, -1) if task.oracle[j].tool not in ("create_note",)
+                    and not task.oracle[j].tool.startswith(("get_", "search_")))
+        assert not _solve(world, task, task.oracle[:step] + task.oracle[step + 1:])  # step not taken
+        assert not _solve(world, task, [c for c in task.oracle if c is not reply])  # no reply
+        assert _solve(world, task, task.oracle)

@@ -22,6 +22,7 @@ from typing import Any
 
 from worldfactory.expressions import is_expression
 from worldfactory.fill import fill
+from worldfactory.seeds import stage_rng
 from worldfactory.spec import Guard, TableDef, Transition, WorldSpec
 
 from .data import fetch_dicts
@@ -30,6 +31,7 @@ from .workflow import guard_holds
 
 TABLE = "handbook_sections"
 BAND = 0.1  # the near-limit band: within 10% of the limit, on the side the tool allows
+MIN_NEAR = 3  # records a guard on a record's own field must have in its band (seeded where the draw left fewer)
 UPPER = ("<=", "<")  # a limit from above: the band lies just under it
 LOWER = (">=", ">")  # a minimum: the band lies just over it
 
@@ -170,10 +172,49 @@ def sections(spec: WorldSpec, conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return rows
 
 
+def seed_near_limit(spec: WorldSpec, conn: sqlite3.Connection) -> int:
+    """Move records past a limit into its near-limit band where the draw left fewer than MIN_NEAR there.
+
+    A guard on the record's own field (``row.<column>``) decides by what was seeded: with no record in the
+    band, the exception never applies, and a policy that obeys only the tools' refusals passes every
+    handbook task (commerce's returns: 12 requested, none within 10% under the refund limit). Records past
+    the limit come into the band, drawn from their own stream; at least as many stay past it. A guard on
+    a step's argument (the value is the task's) needs none. The number of records moved."""
+    rng = stage_rng(spec.brief.generation_seed, "handbook")
+    moved = 0
+    for hr in handbook_rules(spec, conn):
+        kind, _, name = hr.guard.field.partition(".")
+        limit = spec.brief.rules.get(hr.rule)
+        col = next((c for c in hr.table.columns if c.name == name), None)
+        limits = band(hr, limit) if limit is not None else None
+        if kind != "row" or col is None or col.type not in ("money", "number", "integer") or limits is None:
+            continue
+        states = [s for s in hr.step.from_ if s in hr.alternative.from_]
+        assert hr.table.workflow is not None
+        marks = ", ".join("?" * len(states))
+        rows = fetch_dicts(conn, f"SELECT id, {name} AS v FROM {hr.table.name} WHERE "
+                                 f"{hr.table.workflow.column} IN ({marks}) AND {name} IS NOT NULL ORDER BY id",
+                           tuple(states))
+        near = [r for r in rows if limits[0] <= float(r["v"]) <= limits[1]]
+        past = [r for r in rows if not guard_holds(hr.guard, {name: r["v"]}, {}, spec.brief.rules)]
+        count = min(MIN_NEAR - len(near), len(past) // 2)
+        if count <= 0:
+            continue
+        low, high = limits
+        for r in rng.sample(past, count):
+            value = round(low + (high - low) * rng.uniform(0.2, 0.8), 2)
+            value = float(round(value)) if col.type == "integer" else value
+            conn.execute(f"UPDATE {hr.table.name} SET {name} = ? WHERE id = ?", (value, r["id"]))
+            moved += 1
+    return moved
+
+
 def seed_handbook(spec: WorldSpec, conn: sqlite3.Connection) -> None:
-    """Write the handbook into its table, where the world has one (inside the caller's transaction)."""
+    """Write the handbook into its table, where the world has one (inside the caller's transaction), after
+    seeding the near-limit records its exception needs."""
     if not spec.has_table(TABLE):
         return
+    seed_near_limit(spec, conn)
     for i, row in enumerate(sections(spec, conn), start=1):
         conn.execute(f"INSERT INTO {TABLE} (id, title, topic, body, reviewer_id) VALUES (?, ?, ?, ?, ?)",
                      (i, row["title"], row["topic"], row["body"], row["reviewer_id"]))

@@ -1,10 +1,15 @@
-"""Work that arrives by email: request emails seeded unread in the inbox, and what each one needs.
+"""Work that arrives by email and by note: request emails seeded unread in the inbox, phone messages a
+colleague logged as notes, and what each one needs.
 
 A world with email, contacts and notes gets GROUPS groups of requests, each from one contact: a
 request to act on a record (a workflow step its guards allow), in half the groups one that a business
 rule forbids (to be declined: a reply, no change), and in some a duplicate of the first (a follow-up
-asking the same again: done once). The seed stage inserts them (unread, in the inbox, addressed to
-the acting user); the tasks stage plans the inbox family from the same plan (generate/tasks/inbox.py).
+asking the same again: done once). In the PHONED_IN groups one more request came by phone: a colleague
+(the group's ``logger``) logged it as a note on the record it is about, and the reply goes by email.
+Then LAST_GROUPS groups of one request each, the contact's last email (dated on the world's clock,
+after an earlier email of theirs that asks nothing): one to act on, one a rule forbids where there is one.
+The seed stage inserts them (emails unread, in the inbox, addressed to the acting user); the tasks stage
+plans the inbox family from the same plan (generate/tasks/inbox.py).
 
 The plan reads only tables the seeding does not write (the anchor, the guarded tables, contacts) and
 draws from its own stream, so both stages compute the same plan from the seed and no other task's
@@ -27,10 +32,13 @@ from .workflow import guards_hold, render_verb, task_value, with_related
 GROUPS = 6  # inbox tasks per world: one per group
 DECLINE_EVERY = 2  # groups 0, 2, 4 carry a request a rule forbids
 DUPLICATE_IN = (1, 4)  # these groups carry a follow-up that repeats their first request
+PHONED_IN = (2, 3)  # these groups carry one more request, phoned in and logged as a note
+LAST_GROUPS = 2  # "the last email from <contact>" tasks: one to act on, one to decline where a rule allows
 NEEDED_TOOLS = ("search_contacts", "search_emails", "get_email", "create_email", "update_email")
 ACTOR_ID = 1  # the acting user (ToolDB's actor): the inbox is theirs
 
 Kind = Literal["act", "decline", "duplicate"]
+Channel = Literal["email", "note"]
 
 
 @dataclass
@@ -47,6 +55,7 @@ class Request:
     body: str
     sent_on: str
     rule: str | None = None  # the rule that forbids a declined request
+    channel: Channel = "email"  # "note": phoned in, logged as a note on the record by the group's logger
 
 
 @dataclass
@@ -55,6 +64,14 @@ class Group:
 
     contact: dict[str, Any]
     requests: list[Request] = field(default_factory=list)
+    logger: dict[str, Any] | None = None  # the colleague who logged its phoned-in request, if any
+    last: bool = False  # a "last email" group: one request, after an earlier email that asks nothing
+    earlier: tuple[str, str, str] | None = None  # that earlier email: subject, body, date
+
+
+def phone_subject(verb: str) -> str:
+    """A phone message note's first line, which its reply's subject repeats after "Re: "."""
+    return f"Phone message: {verb}"
 
 
 def usable(spec: WorldSpec) -> bool:
@@ -65,6 +82,16 @@ def usable(spec: WorldSpec) -> bool:
     cols = {c.name for c in spec.table("emails").columns}
     omitted = set(spec.brief.omitted_tools)
     return {"unread", "in_reply_to", "folder"} <= cols and not omitted & set(NEEDED_TOOLS)
+
+
+def notes_usable(spec: WorldSpec) -> bool:
+    """Whether requests can be phoned in: notes on the anchor with an author, their tools, and users."""
+    if not spec.has_table("notes") or not spec.has_table("users"):
+        return False
+    cols = {c.name: c for c in spec.table("notes").columns}
+    omitted = set(spec.brief.omitted_tools)
+    return ("author_id" in cols and "subject_id" in cols and cols["subject_id"].ref == spec.anchor
+            and not omitted & {"create_note", "search_notes", "search_users"})
 
 
 def _labelled(table: TableDef) -> bool:
@@ -131,28 +158,64 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     contacts = [c for c in contacts if (_latest(spec.table("contacts"), c) or "") < today.isoformat()]
     used: set[tuple[str, int]] = set()
     groups: list[Group] = []
-    for i in range(GROUPS):
+    loggers = [u for u in fetch_dicts(conn, "SELECT * FROM users WHERE id != ? AND active = 1 ORDER BY id",
+                                      (ACTOR_ID,))
+               if (_latest(spec.table("users"), u) or "") < today.isoformat()] if notes_usable(spec) else []
+    last_ok = set(_quiet_contacts(conn, today))
+    for i in range(GROUPS + LAST_GROUPS):
+        last = i >= GROUPS
+        pool = [c for c in contacts[len(groups):] if not last or c["id"] in last_ok]
         act = next((a for a in acts if (a[0].name, a[2]["id"]) not in used), None)
-        if act is None or i >= len(contacts):
+        if act is None or not pool:
             break
-        group = Group(contact=contacts[i])
-        name = str(contacts[i].get("full_name") or "")
+        contacts.remove(pool[0])
+        contacts.insert(len(groups), pool[0])
+        contact = pool[0]
+        group = Group(contact=contact, last=last)
+        name = str(contact.get("full_name") or "")
         day = today - timedelta(days=rng.randint(2, 6))
-        floor = max(d for d in (after, _latest(spec.table("contacts"), contacts[i]), "") if d is not None)
+        floor = max(d for d in (after, _latest(spec.table("contacts"), contact), "") if d is not None)
         day = max(day, date.fromisoformat(floor)) if floor else day
-        wanted: list[tuple[Kind, Any]] = [("act", act)]
-        if i % DECLINE_EVERY == 0:
+        wanted: list[tuple[Kind, Any, Channel]] = [("act", act, "email")]
+        if (i % DECLINE_EVERY == 0 and not last) or (last and i > GROUPS):
             decline = next((d for d in declines if (d[0].name, d[2]["id"]) not in used
-                            and (d[0].name, d[2]["id"]) != (act[0].name, act[2]["id"])), None)
-            if decline is not None:
-                wanted.insert(rng.randint(0, 1), ("decline", decline))
+                            and (d[0].name, d[2]["id"]) != (act[0].name, act[2]["id"])
+                            and (not last or d[0].name == anchor.name)), None)
+            if decline is not None and last:
+                wanted = [("decline", decline, "email")]
+            elif decline is not None:
+                wanted.insert(rng.randint(0, 1), ("decline", decline, "email"))
         if i in DUPLICATE_IN:
-            wanted.append(("duplicate", act))
-        for kind, found in wanted:
+            wanted.append(("duplicate", act, "email"))
+        if i in PHONED_IN and loggers:
+            phoned = next((a for a in acts if (a[0].name, a[2]["id"]) not in used
+                           and (a[0].name, a[2]["id"]) != (act[0].name, act[2]["id"])), None)
+            logger = loggers[rng.randrange(len(loggers))]
+            note_floor = max(d for d in (_latest(spec.table("users"), logger),
+                                         phoned and _latest(phoned[0], phoned[2]), "") if d is not None)
+            if phoned is not None and note_floor < today.isoformat():
+                group.logger = logger
+                wanted.insert(rng.randint(0, len(wanted)), ("act", phoned, "note"))
+        if last:
+            day = today
+            before = (today - timedelta(days=rng.randint(3, 9))).isoformat()
+            group.earlier = (f"Thank you from {name}, {before}",
+                             f"Hello,\n\nThank you for your help last time; nothing else is needed on that.\n\n{name}",
+                             before)
+        for kind, found, channel in wanted:
             table, tr, row, args = found[:4]
             used.add((table.name, row["id"]))
             label = row[table.label or ""]
             verb = render_verb(tr, f"{table.singular} {label}", args)
+            if channel == "note":
+                assert group.logger is not None
+                note_day = max(day, date.fromisoformat(note_floor)) if note_floor else day
+                group.requests.append(Request(
+                    kind=kind, table=table, transition=tr, row=row, args=args, verb=verb,
+                    subject=phone_subject(verb), sent_on=min(today, note_day).isoformat(), channel="note",
+                    body=f"{phone_subject(verb)}\n{name} called and asked us to {verb}; "
+                         f"please reply to them by email. ({group.logger.get('full_name')})"))
+                continue
             if kind == "duplicate":
                 subject = f"Following up: {verb}"
                 body = (f"Hello,\n\nI wrote earlier and have not heard back: could you please {verb}? "
@@ -168,6 +231,17 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     return groups
 
 
+def _quiet_contacts(conn: sqlite3.Connection, today: date) -> list[int]:
+    """Contacts with no email dated in the last ten days: a request on the clock's day is their last email,
+    and the earlier one seeded before it stays their only other recent one. The emails this module seeds
+    (unread requests, the earlier "Thank you from" ones) do not count, so the tasks stage, reading the
+    seeded image, plans the same as the seed stage did."""
+    since = (today - timedelta(days=10)).isoformat()
+    return [int(r[0]) for r in conn.execute(
+        "SELECT id FROM contacts c WHERE NOT EXISTS (SELECT 1 FROM emails e WHERE e.contact_id = c.id "
+        "AND e.sent_on >= ? AND e.unread = 0 AND e.subject NOT LIKE 'Thank you from %') ORDER BY id", (since,))]
+
+
 def _latest(table: TableDef, row: dict[str, Any]) -> str | None:
     """The row's latest date (ISO text compares in date order), or None."""
     days = [str(row[c.name]) for c in table.columns if c.type == "date" and row.get(c.name)]
@@ -175,7 +249,8 @@ def _latest(table: TableDef, row: dict[str, Any]) -> str | None:
 
 
 def seed_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> int:
-    """Insert the planned request emails (unread, in the acting user's inbox); the number inserted."""
+    """Insert the planned requests: emails unread in the acting user's inbox (a last-email group's earlier
+    email read), phone messages as notes by their logger; the number of emails and notes inserted."""
     groups = plan_inbox(spec, conn)
     table = spec.table("emails") if groups else None
     if table is None:
@@ -183,12 +258,31 @@ def seed_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> int:
     cols = ["id"] + [c.name for c in table.columns]
     next_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM emails").fetchone()[0]) + 1
     rows = []
+    note_cols = ["id"] + [c.name for c in spec.table("notes").columns] if spec.has_table("notes") else []
+    next_note = int(conn.execute("SELECT coalesce(max(id), 0) FROM notes").fetchone()[0]) + 1 if note_cols else 0
+    notes = []
     for group in groups:
+        base = {"sender_id": ACTOR_ID, "contact_id": group.contact["id"], "to_address": None, "folder": "inbox",
+                "in_reply_to": None}
+        if group.earlier is not None:
+            subject, body, day = group.earlier
+            rows.append([{**base, "id": next_id, "subject": subject, "body": body, "sent_on": day,
+                          "unread": 0}.get(c) for c in cols])
+            next_id += 1
         for req in group.requests:
-            values = {"id": next_id, "subject": req.subject, "body": req.body, "sender_id": ACTOR_ID,
-                      "contact_id": group.contact["id"], "to_address": None, "folder": "inbox",
-                      "sent_on": req.sent_on, "unread": 1, "in_reply_to": None}
+            if req.channel == "note":
+                assert group.logger is not None
+                values = {"id": next_note, "subject_id": req.row["id"], "author_id": group.logger["id"],
+                          "body": req.body, "created_on": req.sent_on}
+                notes.append([values.get(c) for c in note_cols])
+                next_note += 1
+                continue
+            values = {**base, "id": next_id, "subject": req.subject, "body": req.body, "sent_on": req.sent_on,
+                      "unread": 1}
             rows.append([values.get(c) for c in cols])
             next_id += 1
     conn.executemany(f"INSERT INTO emails ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})", rows)
-    return len(rows)
+    if notes:
+        conn.executemany(f"INSERT INTO notes ({', '.join(note_cols)}) VALUES ({', '.join('?' * len(note_cols))})",
+                         notes)
+    return len(rows) + len(notes)

@@ -28,7 +28,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.runtime.mcp_server import instructions, mcp_tools, tool_text
+from worldfactory.runtime.mcp_server import (
+    HANDBOOK_URI,
+    handbook_resource,
+    handbook_text,
+    instructions,
+    mcp_tools,
+    tool_text,
+)
 from worldfactory.runtime.sessions import Full, Served, SessionStore
 from worldfactory.runtime.world import World
 
@@ -65,6 +72,9 @@ class McpEndpoint:
         self._server_info = {"name": f"worldfactory-{world.world_id}",
                              "title": f"{world.brief.company_name} ({world.world_id})", "version": GENERATOR_VERSION}
         self._instructions = instructions(world)
+        self._capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
+        if handbook_resource(world) is not None:
+            self._capabilities["resources"] = {"listChanged": False, "subscribe": False}
         self._bound: dict[str, str] = {}  # MCP session id -> episode id, for /episodes/<id>/mcp
 
     def _tools_of(self, served: Served) -> dict[str, Any]:
@@ -164,6 +174,8 @@ class McpEndpoint:
             return _json({"jsonrpc": "2.0", "id": id_, "result": self._tools_of(served)})
         if method == "ping":
             return _json({"jsonrpc": "2.0", "id": id_, "result": {}})
+        if method in ("resources/list", "resources/read"):
+            return self._resources(id_, served, method, params)
         return _error(id_, METHOD_NOT_FOUND, f"method not found: {str(method)[:60]}")
 
     def _initialize(self, id_: Any, params: dict[str, Any], episode_id: str | None) -> Response:
@@ -181,9 +193,20 @@ class McpEndpoint:
             if served is None:
                 return _error(id_, INVALID_REQUEST, "no such episode (it was deleted or it expired)", 404)
             sid = self._bind(served)
-        result = {"protocolVersion": version, "capabilities": {"tools": {"listChanged": False}},
+        result = {"protocolVersion": version, "capabilities": self._capabilities,
                   "serverInfo": self._server_info, "instructions": self._instructions}
         return _json({"jsonrpc": "2.0", "id": id_, "result": result}, headers={"Mcp-Session-Id": sid})
+
+    def _resources(self, id_: Any, served: Served, method: str, params: dict[str, Any]) -> Response:
+        """The handbook, the one resource (mcp_server.handbook_resource), read from the session's episode."""
+        listing = handbook_resource(self.store.world)
+        if method == "resources/list":
+            return _json({"jsonrpc": "2.0", "id": id_, "result": {"resources": [listing] if listing else []}})
+        if listing is None or params.get("uri") != HANDBOOK_URI:
+            return _error(id_, INVALID_PARAMS, f"no such resource: {str(params.get('uri'))[:80]}")
+        text = handbook_text(served.episode)
+        return _json({"jsonrpc": "2.0", "id": id_, "result": {"contents": [
+            {"uri": HANDBOOK_URI, "mimeType": listing["mimeType"], "text": text}]}})
 
     def _call(self, id_: Any, served: Served, params: dict[str, Any]) -> Response:
         name = params.get("name")

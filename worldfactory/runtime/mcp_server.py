@@ -1,10 +1,12 @@
-"""The agent-facing MCP server: the world's tools and nothing else.
+"""The agent-facing MCP server: the world's tools, and its policy handbook as a resource.
 
 One contract on every surface: `tools/list` publishes each tool exactly as tools.json declares it
 (every parameter's description, bounds, formats, enums and `additionalProperties: false`), not a
 schema the SDK derives from a Python signature, and every call goes straight to Episode.call, so a
 call over MCP runs the same validation, SAVEPOINT and error path as a call in process and answers
-with the same text (`tool_text`). Reset and verify are never tools.
+with the same text (`tool_text`). Reset and verify are never tools. A world with a handbook also
+offers it as one read-only resource (`worldfactory://handbook`, markdown), the text its handbook tools
+read, for agents and harnesses that load policies as context.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.resources import FunctionResource
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 
@@ -25,6 +28,28 @@ def instructions(world: World) -> str:
     return (f"You are operating the internal software of {world.brief.company_name}, a fictional "
             f"{world.brief.company_type} company. Today is {world.clock} (YYYY-MM-DD); dates are written "
             f"that way everywhere. Use the tools to look records up before acting on them.")
+
+
+HANDBOOK_URI = "worldfactory://handbook"
+HANDBOOK_TABLE = "handbook_sections"  # generate/handbook.py writes it; the runtime only reads it
+
+
+def handbook_resource(world: World) -> dict[str, Any] | None:
+    """The policy handbook as an MCP resource's listing (uri, name, description, mimeType), or None for a
+    world without one. The same sections the handbook's search and get tools read."""
+    if HANDBOOK_TABLE not in {t.name for t in world.spec.tables}:
+        return None
+    return {"uri": HANDBOOK_URI, "name": "handbook", "title": f"{world.brief.company_name} policy handbook",
+            "description": "The company's policy handbook: per rule, when it applies, its exceptions (some no tool "
+                           "enforces) and whom to tell.", "mimeType": "text/markdown"}
+
+
+def handbook_text(episode: Episode) -> str:
+    """The handbook as markdown, read from the episode's own database (sections by id)."""
+    rows = episode.conn.execute(f"SELECT title, topic, body FROM {HANDBOOK_TABLE} ORDER BY id").fetchall()
+    parts = [f"# {episode.world.brief.company_name} policy handbook"]
+    parts += [f"## {title}\n\nTopic: {topic}\n\n{body}" for title, topic, body in rows]
+    return "\n\n".join(parts) + "\n"
 
 
 def tool_text(step: Step) -> str:
@@ -70,6 +95,11 @@ class WorldServer(MCPServer):
         self._keep = keep
         self._entries = {e["name"]: e for e in episode.tool_entries()}
         self._tools = mcp_tools(world, list(self._entries.values()))
+        listing = handbook_resource(world)
+        if listing is not None:
+            self.add_resource(FunctionResource.from_function(
+                lambda: handbook_text(self._episode), uri=listing["uri"], name=listing["name"],
+                title=listing["title"], description=listing["description"], mime_type=listing["mimeType"]))
 
     async def list_tools(self) -> list[MCPTool]:
         return list(self._tools)

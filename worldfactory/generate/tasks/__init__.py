@@ -14,7 +14,8 @@ Families come from the spec, not from per-domain lists, so every domain pack get
 - ask: the instruction leaves out a fact (which of two records, the amount, the option) that the agent
   gets from the requester (ask_requester); acting on a guess is wrong by construction;
 - inbox: work through one contact's unread request emails (seeded by generate/inbox.py): act, note,
-  reply in the thread, mark read; one request a rule forbids in half of them, a repeated one in some.
+  reply in the thread, mark read; one request a rule forbids in half of them, a repeated one in some,
+  a phoned-in one logged as a colleague's note in two; or only "the last email <contact> sent us".
 Each family is one module that declares its candidates, its phrases and its plan (see driver.py
 for what it declares); builder.py holds the shared context and candidate enumeration, words.py
 the shared words. Instructions name records by their human label (names, numbers), never
