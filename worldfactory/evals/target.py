@@ -91,8 +91,8 @@ def exposure(episodes: list[dict[str, Any]], by_family: dict[str, dict[str, int]
 
 def task_mix(rates: dict[str, float], most: tuple[str, ...] = ()) -> dict[str, float]:
     """Each mixable family's quota factor, proportional to its exposure (MIN_MIX to MAX_MIX; the most exposed
-    mixable family MAX_MIX), and MAX_MIX for the families in `most`."""
-    top = max((rates.get(f, 0.0) for f in MIX_FAMILIES), default=0.0)
+    mixable family not in `most` MAX_MIX), and MAX_MIX for the families in `most`."""
+    top = max((rates.get(f, 0.0) for f in MIX_FAMILIES if f not in most), default=0.0)
     if top <= 0:
         return {}
     return {f: MAX_MIX if f in most else max(MIN_MIX, round(MAX_MIX * rates.get(f, 0.0) / top, 2))
