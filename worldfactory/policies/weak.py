@@ -107,7 +107,7 @@ def name_confuser_policy(task: Task, episode: Episode, rng: random.Random) -> An
     """The oracle, except that a search by a name of several words searches by its first word and takes the
     first record found that is not the one meant: every later call that names the meant record by its id names
     that one instead, and a search through it (that record's orders) takes what it finds in the same way, or,
-    finding nothing there, stops without an answer."""
+    finding nothing there to act on, stops without an answer."""
     if not habit(rng):
         return _oracle(task, episode)
     swap: dict[tuple[str, Any], Any] = {}  # (argument name, the meant record's id) -> the id it uses instead
@@ -125,7 +125,8 @@ def name_confuser_policy(task: Task, episode: Episode, rng: random.Random) -> An
         wrong = next((r for r in found if r != meant), None)
         if meant is not None and wrong is not None:
             swap.update({(n, meant): wrong for n in names})
-        elif meant is not None and key is None and not found:
+        elif meant is not None and key is None and not found and any(_writes(episode, c.tool)
+                                                                        for c in task.oracle[i + 1:]):
             return None  # the other record has nothing of the kind: nothing found to act on, so it stops
     return task.answer
 
