@@ -74,6 +74,18 @@ def test_wrong_record(world: World) -> None:
     assert cause_of(world, episode) == "wrong_record"
 
 
+def test_wrong_record_when_it_read_another_record_and_never_wrote(world: World) -> None:
+    """A read of another record (another customer's orders), in step with the oracle, then no write: the wrong
+    record explains the missing write; the same stop after reading the right record is a missing write."""
+    task = first(world, "lookup_act", lambda t: len(t.oracle) > 2 and t.oracle[1].tool.startswith("search_")
+                 and any(k.endswith("_id") for k in t.oracle[1].args) and len(writes(world, t)) >= 1)
+    calls = oracle(task)[:2]
+    key = next(k for k in calls[1][1] if k.endswith("_id"))
+    planted = [calls[0], (calls[1][0], {**calls[1][1], key: calls[1][1][key] + 1})]
+    assert cause_of(world, play(world, task, planted, None)) == "wrong_record"
+    assert cause_of(world, play(world, task, [("get_user", {"user_id": 1}), *calls], None)) == "missing_write"
+
+
 def test_wrong_value(world: World) -> None:
     task = first(world, "workflow")
     calls = oracle(task)

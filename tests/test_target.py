@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from worldfactory.briefs import load_brief_file
+from worldfactory.briefs import MAX_MIX, load_brief_file
 from worldfactory.cli import main
 from worldfactory.confine import open_world
 from worldfactory.evals import runs
@@ -20,6 +20,7 @@ from worldfactory.evals.target import (
     DISTRACTORS,
     MIN_MIX,
     SCALE_UP,
+    TWINS,
     dominant,
     near_thresholds,
     propose,
@@ -123,8 +124,9 @@ def test_other_weaknesses_turn_up_the_scale_and_their_families(data: Path, polic
     scale = json.loads((source / "brief.json").read_text())["scale"]
     if knob == "horizons":  # longer bulk tasks and workflows: a larger world
         assert brief.scale == round(scale * SCALE_UP, 3) and brief.distractors == 0
-    else:  # look-alike names
-        assert brief.scale is None and brief.distractors == DISTRACTORS
+    else:  # look-alike names, the most near-duplicate pairs, and the family made of them at its largest
+        assert brief.scale is None and brief.distractors == DISTRACTORS and brief.twins == TWINS
+        assert brief.task_mix["discover"] == MAX_MIX
     failed: dict[str, int] = {}
     for e in runs.run_episodes(data, info.run_id):
         failed[e["family"]] = failed.get(e["family"], 0) + (e["reward"] < 1.0)
@@ -133,7 +135,7 @@ def test_other_weaknesses_turn_up_the_scale_and_their_families(data: Path, polic
     ids = register(plan, load_templates())
     loaded = load_brief_file(Path(brief.path), load_templates())
     assert loaded.scale == brief.scale and loaded.task_mix == brief.task_mix and ids == [brief.world_id]
-    assert loaded.distractors == brief.distractors
+    assert loaded.distractors == brief.distractors and loaded.twins == brief.twins
 
 
 def test_bad_brief_values_and_a_changed_brief_are_refused_with_file_and_field(data: Path) -> None:
@@ -145,6 +147,7 @@ def test_bad_brief_values_and_a_changed_brief_are_refused_with_file_and_field(da
         ({"task_mix": {"bulk": 50.0}}, "field 'task_mix.bulk'"),
         ({"scale": 40.0}, "scale"),
         ({"distractors": 1.5}, "distractors"),
+        ({"twins": 4}, "twins"),
     ]
     for extra, message in bad:
         path = briefs / "bad.yaml"

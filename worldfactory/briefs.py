@@ -47,6 +47,7 @@ class BriefFile(Strict):
     task_mix: dict[str, float] = Field(default_factory=dict)  # family -> its quota times this
     scale: float | None = Field(default=None, gt=0.1, le=MAX_SCALE)
     distractors: float = Field(default=0.0, ge=0.0, le=1.0)  # share of names given a look-alike's first word
+    twins: int | None = Field(default=None, ge=0, le=3)  # near-duplicate pairs per kind (None: the variant's own)
     origin: str = Field(default="", max_length=2000)  # why the brief exists (the run and causes it targets)
 
 

@@ -149,7 +149,7 @@ def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None 
         bf = load_brief_file(path, templates)
         return _expand(world_id, bf.domain, bf.company_type, variant, templates,
                        company_name=bf.company_name, rule_overrides=bf.rules, task_mix=bf.task_mix or None,
-                       scale=bf.scale, distractors=bf.distractors)
+                       scale=bf.scale, distractors=bf.distractors, twins=bf.twins)
     return expand_seed(world_id, templates)
 
 
@@ -170,10 +170,10 @@ def company_name_for(world_id: str, domain: DomainPack, ctype: CompanyType, word
 def _expand(world_id: str, domain_name: str, company_type: str, variant: int, templates: TemplateSet,
             company_name: str | None = None, rule_overrides: dict[str, float] | None = None,
             task_mix: dict[str, float] | None = None, scale: float | None = None,
-            distractors: float = 0.0) -> Brief:
+            distractors: float = 0.0, twins: int | None = None) -> Brief:
     """The brief of one world; a brief file's overrides (company name, rule values, task mix, scale, look-alike
-    names) last,
-    after every draw, so the draws (and the rest of the world) stay what they were."""
+    names, near-duplicate pairs) last, after every draw, so the draws (and the rest of the world) stay what they
+    were."""
     seed = generation_seed(world_id)
     rng = stage_rng(seed, "brief")
     domain = templates.domains[domain_name]
@@ -214,5 +214,5 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         omitted_tools=structure.omitted_tools,
         task_mix=dict(sorted(task_mix.items())) if task_mix else structure.task_mix,
         distractors=distractors,
-        twins=structure.twins,
+        twins=structure.twins if twins is None else twins,
     )

@@ -99,6 +99,16 @@ def _divergence(agent: list[Call], oracle: list[Call]) -> int | None:
     return None if len(agent) == len(oracle) else min(len(agent), len(oracle))
 
 
+def _other_read(world: Any, calls: list[Call], oracle: list[Call]) -> tuple[Call, Call] | None:
+    """The first read, in step with the oracle, of the same tool on another record (other key arguments)."""
+    for a, o in zip(calls, oracle, strict=False):
+        if a.tool != o.tool:
+            return None
+        if not _is_write(world, a.tool) and _key_args(a.args) and _key_args(a.args) != _key_args(o.args):
+            return a, o
+    return None
+
+
 def _loop(calls: list[Call], oracle: list[Call]) -> Call | None:
     def longest(cs: list[Call]) -> dict[str, int]:
         best: dict[str, int] = {}
@@ -186,6 +196,11 @@ def classify(world: Any, episode: dict[str, Any]) -> tuple[str, str, list[dict[s
                 (a.tool, a.args) == (o.tool, o.args) for a, o in zip(calls, oracle, strict=False))
             if prefix:
                 return "gave_up", f"stopped after {len(calls)} of the oracle's {len(oracle)} calls", mismatches
+            other = _other_read(world, calls, oracle)
+            if other is not None:  # it went down another record's path and never got to the write
+                a, o = other
+                return "wrong_record", (f"read {a.tool} on {_key_args(a.args)} instead of {_key_args(o.args)}, "
+                                        f"and {missing[0].tool} was never made"), mismatches
             return "missing_write", f"{missing[0].tool}({json.dumps(missing[0].args, default=str)}) never made", \
                 mismatches
         if extra:

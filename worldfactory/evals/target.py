@@ -12,7 +12,9 @@ or `worldfactory target RUN` builds it at once). What it turns up:
 - horizons (gave up, required write missing): a larger scale, so bulk tasks act on more records and
   workflows run longer after their first write;
 - distractors (wrong record): look-alike names (the brief's `distractors`: that share of person and company
-  names take the first word of an earlier one), so a search by part of a name finds another record.
+  names take the first word of an earlier one), so a search by part of a name finds another record; the
+  most near-duplicate pairs (the brief's `twins`, generate/twins.py), and the discover family, whose tasks
+  name records the way people do, beside a near-duplicate, at its largest quota.
 
 Nothing here draws at random: the same run gives the same briefs, byte for byte.
 """
@@ -36,12 +38,14 @@ from worldfactory.evals.summary import episode_causes, load_report
 from worldfactory.seeds import BRIEF_PREFIX, _nice
 from worldfactory.spec import WorldSpec
 from worldfactory.templates import TemplateError, TemplateSet
-from worldfactory.variants import MIX_FAMILIES
+from worldfactory.variants import MIX_FAMILIES, TWIN_LEVELS
 
 DOMINANT_SHARE = 0.25  # a cause with at least this share of a run's failures dominates it (the top one always)
 MIN_MIX = 0.25  # a family the dominant causes never failed keeps this share of its quota
 SCALE_UP = 1.5  # horizons: the source world's scale times this (at most MAX_SCALE)
 DISTRACTORS = 0.6  # distractors: the share of names drawn as look-alikes
+TWINS = max(TWIN_LEVELS)  # distractors: near-duplicate pairs per kind
+LOOKALIKE_FAMILIES = ("discover",)  # distractors: families made of look-alikes, at MAX_MIX
 THRESHOLD_CAUSES = ("rule_ignored",)
 HORIZON_CAUSES = ("gave_up", "missing_write", "looped")
 DISTRACTOR_CAUSES = ("wrong_record",)
@@ -59,6 +63,7 @@ class TargetBrief(BaseModel):
     rules: dict[str, float]
     scale: float | None
     distractors: float = 0.0
+    twins: int | None = None  # None: the variant's own
     knobs: list[str]  # what was turned up: task_mix, thresholds, horizons, distractors
 
 
@@ -84,12 +89,14 @@ def exposure(episodes: list[dict[str, Any]], by_family: dict[str, dict[str, int]
     return {f: round(sum(by_family.get(f, {}).get(c, 0) for c in causes) / n, 4) for f, n in sorted(played.items())}
 
 
-def task_mix(rates: dict[str, float]) -> dict[str, float]:
-    """Each mixable family's quota factor, proportional to its exposure (MIN_MIX to MAX_MIX)."""
-    top = max(rates.values(), default=0.0)
+def task_mix(rates: dict[str, float], most: tuple[str, ...] = ()) -> dict[str, float]:
+    """Each mixable family's quota factor, proportional to its exposure (MIN_MIX to MAX_MIX; the most exposed
+    mixable family not in `most` MAX_MIX), and MAX_MIX for the families in `most`."""
+    top = max((rates.get(f, 0.0) for f in MIX_FAMILIES if f not in most), default=0.0)
     if top <= 0:
         return {}
-    return {f: max(MIN_MIX, round(MAX_MIX * rates.get(f, 0.0) / top, 2)) for f in MIX_FAMILIES}
+    return {f: MAX_MIX if f in most else max(MIN_MIX, round(MAX_MIX * rates.get(f, 0.0) / top, 2))
+            for f in MIX_FAMILIES}
 
 
 def near_thresholds(bundle: Path) -> dict[str, float]:
@@ -140,7 +147,9 @@ def propose(data_root: Path, rid: str) -> TargetPlan:
         bundle = Path(bundle_path)
         brief = json.loads((bundle / "brief.json").read_text())
         mine = [e for e in episodes if e["world_id"] == wid]
-        mix = task_mix(exposure(mine, _world_family_causes(data_root, rid, wid), causes))
+        lookalikes = any(c in DISTRACTOR_CAUSES for c in causes)
+        mix = task_mix(exposure(mine, _world_family_causes(data_root, rid, wid), causes),
+                       LOOKALIKE_FAMILIES if lookalikes else ())
         knobs = ["task_mix"] if mix else []
         rules: dict[str, float] = {}
         if any(c in THRESHOLD_CAUSES for c in causes):
@@ -150,15 +159,15 @@ def propose(data_root: Path, rid: str) -> TargetPlan:
         if any(c in HORIZON_CAUSES for c in causes):
             scale = round(min(MAX_SCALE, brief["scale"] * SCALE_UP), 3)
             knobs.append("horizons")
-        distractors = 0.0
-        if any(c in DISTRACTOR_CAUSES for c in causes):
-            distractors = DISTRACTORS
+        distractors, twins = 0.0, None
+        if lookalikes:
+            distractors, twins = DISTRACTORS, TWINS
             knobs.append("distractors")
         slug = slug_for(rid, wid)
         briefs.append(TargetBrief(world_id=f"{BRIEF_PREFIX}.{slug}--v001", source=wid,
                                   path=str(data_root / "briefs" / f"{slug}.yaml"), domain=brief["domain"],
                                   company_type=brief["company_type"], task_mix=mix, rules=rules, scale=scale,
-                                  distractors=distractors, knobs=knobs))
+                                  distractors=distractors, twins=twins, knobs=knobs))
     return TargetPlan(run_id=rid, causes=causes, briefs=briefs)
 
 
@@ -183,6 +192,8 @@ def brief_text(plan: TargetPlan, t: TargetBrief) -> str:
         body["scale"] = t.scale
     if t.distractors:
         body["distractors"] = t.distractors
+    if t.twins is not None:
+        body["twins"] = t.twins
     return yaml.safe_dump(body, sort_keys=True)
 
 

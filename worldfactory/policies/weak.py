@@ -8,8 +8,9 @@ is not empty). Where the habit is off it plays the oracle:
 - `rule_blind` never reads a business rule: where a rule picks between actions it takes its table's
   first transition, and where a rule forbids the asked action it does it anyway;
 - `first_write` stops after its first write and answers nothing;
-- `name_confuser` looks records up by the first word of their name and acts on the first other
-  record that matches (Zenith Logistics for Zenith Textiles).
+- `name_confuser` looks records up by the first word of their name and acts on the first record that
+  matches other than the one meant (Zenith Logistics for Zenith Textiles): every later call that names
+  the meant record by its id, under any argument that refers to its table, names that one instead.
 """
 
 from __future__ import annotations
@@ -89,25 +90,44 @@ def rule_blind_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     return task.answer
 
 
+def _id_args(episode: Episode, table: str) -> set[str]:
+    """The argument names that hold an id of this table: its get tool's id, and every column or step parameter
+    that refers to it."""
+    world = episode.world
+    names = {t["input_schema"]["required"][0] for t in world.tool_manifest if t.get("kind") == "get"
+             and t.get("table") == table and t["input_schema"].get("required")}
+    spec = world.spec
+    for t in spec.tables:
+        params = [p for tr in t.workflow.transitions for p in tr.params] if t.workflow else []
+        names |= {x.name for x in [*t.columns, *params] if (spec.anchor if x.ref == "$anchor" else x.ref) == table}
+    return names
+
+
 def name_confuser_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
-    """The oracle, except that a search by a name of several words takes the first other record it finds."""
+    """The oracle, except that a search by a name of several words searches by its first word and takes the
+    first record found that is not the one meant: every later call that names the meant record by its id names
+    that one instead, and a search through it (that record's orders) takes what it finds in the same way, or,
+    finding nothing there to act on, stops without an answer."""
     if not habit(rng):
         return _oracle(task, episode)
-    swap: dict[tuple[str, Any], Any] = {}  # (id argument's prefix, right id) -> the id it uses instead
-    for call in task.oracle:
+    swap: dict[tuple[str, Any], Any] = {}  # (argument name, the meant record's id) -> the id it uses instead
+    for i, call in enumerate(task.oracle):
         spec = _spec(episode, call.tool)
-        args = {k: swap.get((k.removesuffix("_id"), v), v) if k.endswith("_id") else v for k, v in call.args.items()}
+        args = {k: swap.get((k, v), v) if isinstance(v, int) else v for k, v in call.args.items()}
         key = next((k for k in NAME_KEYS if isinstance(args.get(k), str) and len(args[k].split()) > 1), None)
-        if spec.get("kind") != "search" or key is None:
+        if spec.get("kind") != "search" or (key is None and args == call.args):
             episode.call(call.tool, args)
             continue
-        exact = args[key]
-        step = episode.call(call.tool, {**args, key: exact.split()[0]})
-        rows = (step.result or {}).get("results") or []
-        right = next((r.get("id") for r in rows if r.get(key) == exact), None)
-        wrong = next((r.get("id") for r in rows if r.get(key) != exact), None)
-        if right is not None and wrong is not None:
-            swap[(str(spec.get("table", "")).removesuffix("s"), right)] = wrong
+        step = episode.call(call.tool, {**args, key: args[key].split()[0]} if key else args)
+        found = [r.get("id") for r in (step.result or {}).get("results") or []]
+        names = _id_args(episode, str(spec.get("table", "")))
+        meant = next((v for c in task.oracle[i + 1:] for k, v in c.args.items() if k in names), None)
+        wrong = next((r for r in found if r != meant), None)
+        if meant is not None and wrong is not None:
+            swap.update({(n, meant): wrong for n in names})
+        elif meant is not None and key is None and not found and any(_writes(episode, c.tool)
+                                                                        for c in task.oracle[i + 1:]):
+            return None  # the other record has nothing of the kind: nothing found to act on, so it stops
     return task.answer
 
 
