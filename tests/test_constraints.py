@@ -202,7 +202,8 @@ def test_a_shared_modules_note_reads_like_the_domain_it_joins() -> None:
     spec = build_spec(expand_world("payroll.regional--v001", ts), ts)
     conn = sqlite3.connect(":memory:")
     conn.deserialize(build_seed_db(spec, ts.vocabulary))
-    bodies = {b for (b,) in conn.execute("SELECT body FROM notes")}
+    # A phoned-in request (generate/inbox.py) is the world's own work, worded from the record it names.
+    bodies = {b for (b,) in conn.execute("SELECT body FROM notes") if not b.startswith("Phone message: ")}
     assert bodies and bodies <= set(ts.domains["payroll"].texts["notes.body"]), bodies - set(
         ts.domains["payroll"].texts["notes.body"])
     assert not bodies & set(ts.vocabulary.sentences)

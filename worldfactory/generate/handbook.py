@@ -20,6 +20,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from worldfactory import constraints
 from worldfactory.expressions import is_expression
 from worldfactory.fill import fill
 from worldfactory.seeds import stage_rng
@@ -172,6 +173,14 @@ def sections(spec: WorldSpec, conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return rows
 
 
+def _broken(spec: WorldSpec, conn: sqlite3.Connection) -> int:
+    """How many rows break the world's invariants and cross-record constraints now: a near-limit move that
+    raises it (a paycheck's pay no longer its lines' total, a room total no longer rate times nights) is
+    taken back."""
+    rows = sum(int(conn.execute(inv.sql).fetchone()[0] or 0) for inv in spec.invariants)
+    return rows + len(constraints.check(spec, conn))
+
+
 def seed_near_limit(spec: WorldSpec, conn: sqlite3.Connection) -> int:
     """Move records past a limit into its near-limit band where the draw left fewer than MIN_NEAR there.
 
@@ -182,6 +191,7 @@ def seed_near_limit(spec: WorldSpec, conn: sqlite3.Connection) -> int:
     a step's argument (the value is the task's) needs none. The number of records moved."""
     rng = stage_rng(spec.brief.generation_seed, "handbook")
     moved = 0
+    broken: int | None = None
     for hr in handbook_rules(spec, conn):
         kind, _, name = hr.guard.field.partition(".")
         limit = spec.brief.rules.get(hr.rule)
@@ -204,8 +214,14 @@ def seed_near_limit(spec: WorldSpec, conn: sqlite3.Connection) -> int:
         for r in rng.sample(past, count):
             value = round(low + (high - low) * rng.uniform(0.2, 0.8), 2)
             value = float(round(value)) if col.type == "integer" else value
+            broken = _broken(spec, conn) if broken is None else broken
+            conn.execute("SAVEPOINT near_limit")
             conn.execute(f"UPDATE {hr.table.name} SET {name} = ? WHERE id = ?", (value, r["id"]))
-            moved += 1
+            if _broken(spec, conn) > broken:
+                conn.execute("ROLLBACK TO near_limit")
+            else:
+                moved += 1
+            conn.execute("RELEASE near_limit")
     return moved
 
 
