@@ -141,6 +141,8 @@ def test_scripted_policies_show_the_gradient(worlds: dict[str, World], wid: str)
         passed = run_policy(world, task.task_id, "refusal_only").verdict.passed
         assert passed == (not task.trap), task.task_id
     assert sum(bool(t.trap) for t in handbook) >= 2, wid  # refusal_only fails some handbook tasks in every pack
+    for task in _family(world, "ask")[:2]:  # ask_requester is the episode's tool, not the world's: no KeyError
+        assert run_policy(world, task.task_id, "first_hit").steps, task.task_id
 
 
 def _near(world_spec: object, image: bytes) -> dict[str, int]:

@@ -37,7 +37,7 @@ def first_hit_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     for call in task.oracle:
         args = {k: swap.get((k, v), v) for k, v in call.args.items()}
         step = episode.call(call.tool, args)
-        spec = episode.world.tools_by_name[call.tool]
+        spec = episode.world.tools_by_name.get(call.tool, {})  # ask_requester is the episode's, not the world's
         rows = (step.result or {}).get("results") if spec.get("kind") == "search" and step.result else None
         param = ids.get(str(spec.get("table")))
         if rows and len(rows) > 1 and param:
