@@ -199,6 +199,7 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
         if last:
             day = today
             before = (today - timedelta(days=rng.randint(3, 9))).isoformat()
+            before = min(max(before, floor or before), today.isoformat())  # not before the contact exists
             group.earlier = (f"Thank you from {name}, {before}",
                              f"Hello,\n\nThank you for your help last time; nothing else is needed on that.\n\n{name}",
                              before)
