@@ -31,7 +31,8 @@ BASE_IMAGE = os.environ.get("WORLDFACTORY_BASE_IMAGE", "localhost/worldfactory-b
 RUNTIME_REPO = "localhost/worldfactory-runtime"
 USER_ID = 10001
 SOURCES = ("pyproject.toml", "setup.py", "README.md", "workspace.yaml", "worldfactory", "pipelines", "assets",
-           "resources", "world_templates")  # setup.py: installs the Dagster folders as worldfactory_dagster.*
+           "resources", "world_templates", "worldfactory_verifiers")  # setup.py installs all of these (the Dagster
+# folders as worldfactory_dagster.*, and the verifiers plugin package, which it names)
 SKIP_PARTS = {"__pycache__", ".pytest_cache", ".ruff_cache"}
 # Never pinned from the host: the project (installed from src/), and the packaging tools a venv is seeded with.
 # Their versions here are whatever `python -m venv` bundled (a fresh 3.11 venv: setuptools 65.5.0), not versions
