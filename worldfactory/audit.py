@@ -193,14 +193,20 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[i
     if changed is not None:
         scope, rows = _touched_scope(spec, static, changed)
     origin_cols = static.origins
-    origins: dict[tuple[str, int], str | None] = {}
+    tables: dict[str, dict[int, str]] = {}  # a whole audit: each parent's origin dates in one query
+    rows_read: dict[tuple[str, int], str | None] = {}  # a scoped one: only the parents its rows name
 
     def origin_of(parent: str, pid: int) -> str | None:
+        if changed is None:
+            if parent not in tables:
+                tables[parent] = {i: d for i, d in conn.execute(f"SELECT id, {origin_cols[parent]} FROM {parent}")
+                                  if d}
+            return tables[parent].get(pid)
         key = (parent, pid)
-        if key not in origins:
+        if key not in rows_read:
             got = conn.execute(f"SELECT {origin_cols[parent]} FROM {parent} WHERE id = ?", (pid,)).fetchone()
-            origins[key] = got[0] if got else None
-        return origins[key]
+            rows_read[key] = got[0] if got else None
+        return rows_read[key]
 
     found: list[Violation] = []
     checked = 0

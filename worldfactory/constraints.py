@@ -262,11 +262,14 @@ _FIT: dict[str, Callable[[Fitter, TableDef, Any, dict[str, Any]], None]] = {
 # --- the audit's side ------------------------------------------------------------------------------
 
 
-def _where(alias: str, when: dict[str, list[Any]]) -> tuple[str, list[Any]]:
+def _where(alias: str, when: dict[str, list[Any]], only: str = "1") -> tuple[str, list[Any]]:
+    """The `when` filter on `alias`, and `only` (the rows a scoped check is limited to) where it is not all."""
     parts, params = [], []
     for k, vals in when.items():
         parts.append(f"{alias}.{k} IN ({', '.join('?' * len(vals))})")
         params += [_norm(v) for v in vals]
+    if only != "1":
+        parts.append(only)
     return "".join(f" AND {p}" for p in parts), params
 
 
@@ -304,8 +307,7 @@ def _check_total(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: Tota
 def _check_band(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: BandC, i: int,
                 only: str = "1") -> list[Broken]:
     parent = _ref_table(spec, t, c.ref)
-    cond, params = _where("r", c.when)
-    cond += "" if only == "1" else f" AND {only}"
+    cond, params = _where("r", c.when, only)
     lo = f"p.{c.min}" if c.min else "NULL"
     hi = f"p.{c.max}" if c.max else "NULL"
     sql = (f"SELECT r.id, r.{c.band}, r.{c.ref}, {lo}, {hi} FROM {t.name} r JOIN {parent} p ON p.id = r.{c.ref} "
@@ -317,8 +319,7 @@ def _check_band(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: BandC
 def _check_limit(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: LimitC, i: int,
                  only: str = "1") -> list[Broken]:
     cap = spec.brief.rules[c.rule]
-    cond, params = _where("r", c.when)
-    cond += "" if only == "1" else f" AND {only}"
+    cond, params = _where("r", c.when, only)
     unless = f" AND NOT coalesce(r.{c.unless}, 0)" if c.unless else ""
     sql = f"SELECT r.id, r.{c.limit} FROM {t.name} r WHERE r.{c.limit} > ?{unless}{cond} ORDER BY r.id"
     shown = "".join(f", {k} {_shown(v)}" for k, v in c.when.items())
@@ -328,8 +329,7 @@ def _check_limit(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: Limi
 
 def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: CategoryC, i: int,
                     only: str = "1") -> list[Broken]:
-    cond, params = _where("r", c.when)
-    cond += "" if only == "1" else f" AND {only}"
+    cond, params = _where("r", c.when, only)
     out: list[Broken] = []
     ref, _, attr = c.by.partition(".")
     kind, join = (f"p.{attr}", f" JOIN {_ref_table(spec, t, ref)} p ON p.id = r.{ref}") if attr else (f"r.{c.by}", "")
@@ -350,8 +350,7 @@ def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: C
 def _check_refers(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: RefersC, i: int,
                   only: str = "1") -> list[Broken]:
     parent = _ref_table(spec, t, c.refers)
-    cond, params = _where("r", c.when)
-    cond += "" if only == "1" else f" AND {only}"
+    cond, params = _where("r", c.when, only)
     ok, ok_params = _where("p", c.to)
     cols = ", ".join(f"p.{k}" for k in c.to)
     sql = (f"SELECT r.id, r.{c.refers}, {cols} FROM {t.name} r JOIN {parent} p ON p.id = r.{c.refers} "
@@ -368,8 +367,7 @@ def _check_same(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: SameC
                 only: str = "1") -> list[Broken]:
     ref, attr = c.as_.split(".", 1)
     parent = _ref_table(spec, t, ref)
-    cond, params = _where("r", c.when)
-    cond += "" if only == "1" else f" AND {only}"
+    cond, params = _where("r", c.when, only)
     sql = (f"SELECT r.id, r.{c.same}, r.{ref}, p.{attr} FROM {t.name} r JOIN {parent} p ON p.id = r.{ref} "
            f"WHERE r.{c.same} IS NOT p.{attr}{cond} ORDER BY r.id")
     return [("same", t.name, rid, c.same, f"{c.same} {v} but {parent} {pid}'s {attr} is {w} ({c.as_})")

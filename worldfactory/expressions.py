@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
@@ -83,6 +83,12 @@ def parse(text: str) -> ast.expr:
         elif not isinstance(node, ast.operator | ast.unaryop | ast.expr_context):
             raise ExpressionError(f"'{ast.unparse(node)}' is not arithmetic")
     return tree
+
+
+def related_columns(texts: Iterable[str]) -> list[str]:
+    """The ref columns whose related records the texts read (`ref.<column>.<name>`), once each, in order."""
+    return list(dict.fromkeys(name.split(".")[0] for text in texts
+                              for kind, name in references(text) if kind == RELATED))
 
 
 def references(text: str) -> list[tuple[str, str]]:

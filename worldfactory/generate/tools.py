@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.expressions import RELATED, is_expression, references
+from worldfactory.expressions import is_expression, references, related_columns
 from worldfactory.generate.tasks.words import a_or_an
 from worldfactory.generate.workflow import id_param, slug
 from worldfactory.spec import ColumnDef, ColumnType, Effect, Param, TableDef, Transition, WorldSpec, calc_of
@@ -506,9 +506,8 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
         if p.type == "money":
             body.append(f"    {p.name} = round({p.name}, 2)")
     body.append(f"    db.require_state(row, {t.workflow.column!r}, {tr.from_!r}, {t.singular + ' '!r} + str({label}))")
-    related = [name.split(".")[0] for g in tr.guards if is_expression(g.field)
-               for kind, name in references(g.field) if kind == RELATED]
-    body += _read_related(spec, t, list(dict.fromkeys(related)))
+    related = related_columns(g.field for g in tr.guards if is_expression(g.field))
+    body += _read_related(spec, t, related)
     for g in tr.guards:
         if is_expression(g.field):  # evaluated by the toolkit's walker over these values, never by eval
             left = f"db.calc({g.field!r}, {_reads(g.field)})"
@@ -518,9 +517,8 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
         right = f"db.rule({g.rule!r})" if g.rule else _value_expr(g.value)
         body.append(f"    db.guard({left}, {g.op!r}, {right}, {g.message!r})")
     sets = {t.workflow.column: repr(tr.to)}
-    calcs = [name.split(".")[0] for v in tr.set.values() if calc_of(v)
-             for kind, name in references(calc_of(v) or "") if kind == RELATED]
-    fresh = [c for c in dict.fromkeys(calcs) if c not in related]  # read by a computed value, not by a guard
+    calcs = related_columns(calc_of(v) or "" for v in tr.set.values() if calc_of(v))
+    fresh = [c for c in calcs if c not in related]  # read by a computed value, not by a guard
     body += _read_related(spec, t, fresh)
     sets.update({k: _calc_expr(t, k, v, tr.name) if calc_of(v) else _value_expr(v) for k, v in tr.set.items()})
     body.append(f"    db.update({t.name!r}, {idp}, {{{', '.join(f'{k!r}: {v}' for k, v in sets.items())}}})")
@@ -540,9 +538,8 @@ def _render_transition(spec: WorldSpec, t: TableDef, tool: ToolSpec, audit: bool
                  else _calc_expr(target, k, v, tr.name) if calc_of(v) else _value_expr(v, id_var=idp)
                  for k, v in e.values.items()}
         values = ", ".join(f"{k!r}: {x}" for k, x in exprs.items())
-        reads = [name.split(".")[0] for v in e.values.values() if calc_of(v)
-                 for kind, name in references(calc_of(v) or "") if kind == RELATED]
-        body += _read_related(spec, t, list(dict.fromkeys(reads)))  # as they are now, after earlier effects
+        reads = related_columns(calc_of(v) or "" for v in e.values.values() if calc_of(v))
+        body += _read_related(spec, t, reads)  # as they are now, after earlier effects
         body.append(f"    created_{i} = db.insert({e.table!r}, {{{values}}})")
         if audit:
             body.append(f"    db.audit({tool.name!r}, {e.table!r}, created_{i})")
@@ -605,8 +602,7 @@ def _update_effect(spec: WorldSpec, t: TableDef, tr: Transition, e: Effect, audi
     texts = [calc_of(v) or "" for v in e.values.values() if calc_of(v)]
     if e.when is not None:
         texts += [e.when.field] + ([e.when.value] if isinstance(e.when.value, str) else [])
-    reads = [e.ref] + [name.split(".")[0] for text in texts for kind, name in references(text) if kind == RELATED]
-    body = _read_related(spec, t, list(dict.fromkeys(reads)))
+    body = _read_related(spec, t, list(dict.fromkeys([e.ref, *related_columns(texts)])))
     exprs = {k: _calc_expr(target, k, v, tr.name) if calc_of(v) else _value_expr(v) for k, v in e.values.items()}
     write = (f"db.update({e.update!r}, {_related_var(e.ref)}['id'], "
              f"{{{', '.join(f'{k!r}: {x}' for k, x in exprs.items())}}})")

@@ -19,7 +19,7 @@ from worldfactory.spec import Task
 HANDBOOK_TOOLS = ("search_handbook_sections", "get_handbook_section")
 
 
-def _id_params(episode: Episode) -> dict[str, str]:
+def id_params(episode: Episode) -> dict[str, str]:
     """Per table, the id parameter its get tool takes (claim_id for claims)."""
     out: dict[str, str] = {}
     for tool in episode.world.tool_manifest:
@@ -32,7 +32,7 @@ def _id_params(episode: Episode) -> dict[str, str]:
 
 def first_hit_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
     """The oracle, but every record a search lists after its first is taken for the first."""
-    ids = _id_params(episode)
+    ids = id_params(episode)
     swap: dict[tuple[str, Any], Any] = {}  # (id parameter, a later hit) -> the first hit
     for call in task.oracle:
         args = {k: swap.get((k, v), v) for k, v in call.args.items()}

@@ -19,6 +19,7 @@ import random
 import re
 from typing import Any
 
+from worldfactory.policies.hard import id_params
 from worldfactory.runtime.episode import Episode
 from worldfactory.spec import Task
 
@@ -93,10 +94,9 @@ def rule_blind_policy(task: Task, episode: Episode, rng: random.Random) -> Any:
 def _id_args(episode: Episode, table: str) -> set[str]:
     """The argument names that hold an id of this table: its get tool's id, and every column or step parameter
     that refers to it."""
-    world = episode.world
-    names = {t["input_schema"]["required"][0] for t in world.tool_manifest if t.get("kind") == "get"
-             and t.get("table") == table and t["input_schema"].get("required")}
-    spec = world.spec
+    get_id = id_params(episode).get(table)  # its get tool's id parameter
+    names = {get_id} if get_id else set()
+    spec = episode.world.spec
     for t in spec.tables:
         params = [p for tr in t.workflow.transitions for p in tr.params] if t.workflow else []
         names |= {x.name for x in [*t.columns, *params] if (spec.anchor if x.ref == "$anchor" else x.ref) == table}

@@ -73,7 +73,8 @@ class McpEndpoint:
                              "title": f"{world.brief.company_name} ({world.world_id})", "version": GENERATOR_VERSION}
         self._instructions = instructions(world)
         self._capabilities: dict[str, Any] = {"tools": {"listChanged": False}}
-        if handbook_resource(world) is not None:
+        self._handbook = handbook_resource(world)  # the one resource's listing, or None without a handbook
+        if self._handbook is not None:
             self._capabilities["resources"] = {"listChanged": False, "subscribe": False}
         self._bound: dict[str, str] = {}  # MCP session id -> episode id, for /episodes/<id>/mcp
 
@@ -199,7 +200,7 @@ class McpEndpoint:
 
     def _resources(self, id_: Any, served: Served, method: str, params: dict[str, Any]) -> Response:
         """The handbook, the one resource (mcp_server.handbook_resource), read from the session's episode."""
-        listing = handbook_resource(self.store.world)
+        listing = self._handbook
         if method == "resources/list":
             return _json({"jsonrpc": "2.0", "id": id_, "result": {"resources": [listing] if listing else []}})
         if listing is None or params.get("uri") != HANDBOOK_URI:

@@ -37,7 +37,7 @@ HANDBOOK_TABLE = "handbook_sections"  # generate/handbook.py writes it; the runt
 def handbook_resource(world: World) -> dict[str, Any] | None:
     """The policy handbook as an MCP resource's listing (uri, name, description, mimeType), or None for a
     world without one. The same sections the handbook's search and get tools read."""
-    if HANDBOOK_TABLE not in {t.name for t in world.spec.tables}:
+    if not world.spec.has_table(HANDBOOK_TABLE):
         return None
     return {"uri": HANDBOOK_URI, "name": "handbook", "title": f"{world.brief.company_name} policy handbook",
             "description": "The company's policy handbook: per rule, when it applies, its exceptions (some no tool "
