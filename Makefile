@@ -9,7 +9,7 @@ TRAINERS := $(VENV)/.installed-trainers
 # Debian packages each target needs (declared in scripts/system-packages.sh), installed when missing.
 SYSTEM := PY=$(PY) scripts/system-packages.sh
 
-.PHONY: demo test test-fast lint bench clean images test-images test-packs fresh-check screenshots
+.PHONY: demo test test-trainers test-fast lint bench clean images test-images test-packs fresh-check screenshots
 
 $(STAMP): pyproject.toml setup.py
 	@$(PY) -c "" 2>/dev/null || { echo "error: $(PY) does not run here; install Debian's python3 (3.11), or name another interpreter (3.11 to 3.13) with PY=..." >&2; exit 1; }
@@ -34,8 +34,11 @@ packages-%:
 demo: packages-build $(STAMP)  ## build and verify the three example worlds into data/worlds/
 	$(BIN)/worldfactory build --examples
 
-test: packages-test $(TRAINERS)  ## the whole test suite
+test: packages-test $(TRAINERS)  ## the test suite (without the slices below, kept out for its 4-minute budget)
 	$(BIN)/python -m pytest
+
+test-trainers: packages-test $(TRAINERS)  ## the trainer adapters through the trainers' own tools (vf-eval, TRL, OpenEnv, datasets)
+	$(BIN)/python -m pytest tests/trainers
 
 test-packs: packages-build $(STAMP)  ## a full build per pack to the floors; the first three stages of every seed type
 	$(BIN)/python -m pytest tests/packs

@@ -145,8 +145,9 @@ LONGEST_FIRST = (
     "tests/test_fuzz_tools.py",
     "tests/test_dagster_recovery.py",
     "tests/test_rollouts.py::test_openai_loop",
-    "tests/test_adapter_verifiers.py",
-    "tests/test_adapter_trl_env.py",  # a scripted multi-turn GRPO run (module-scoped: one worker)
+    "tests/trainers/test_adapter_verifiers.py",  # `make test-trainers` (the trainers' own tools)
+    "tests/trainers/test_adapter_trl_env.py",  # a scripted multi-turn GRPO run (module-scoped: one worker)
+    "tests/trainers/test_adapter_grpo.py",
     "tests/test_target.py",  # evaluation runs and a targeted world built (module-scoped: one worker)
     "tests/test_cli_polish.py::test_ui_stops",
     "tests/test_build_stopped.py",
@@ -156,7 +157,6 @@ LONGEST_FIRST = (
     "tests/test_parallel.py::test_engine_jobs",
     "tests/test_build_engine.py::test_same_world",
     "tests/test_validity.py::test_replay",
-    "tests/test_adapter_grpo.py",
     "tests/test_variants.py",
     "tests/test_packs.py::test_shipped_packs_check_clean",
     "tests/test_ref_params.py",
