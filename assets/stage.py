@@ -149,12 +149,12 @@ def stage_assets(upstream: Sequence[dg.AssetKey] = ()) -> list[dg.AssetsDefiniti
     out: list[dg.AssetsDefinition] = []
     for stage in STAGES:
         out.append(stage_asset(stage, out[-1:] or list(upstream), pool=LLM_POOL if stage.uses_model else None,
-                               retry_policy=LLM_RETRY if stage.uses_model else None, first=not out))
+                               retry_policy=LLM_RETRY if stage.uses_model else None))
     return out
 
 
 def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition | dg.AssetKey], pool: str | None = None,
-                retry_policy: dg.RetryPolicy | None = None, first: bool | None = None) -> dg.AssetsDefinition:
+                retry_policy: dg.RetryPolicy | None = None) -> dg.AssetsDefinition:
     """The asset for one engine stage, with its proof as a blocking asset check.
 
     The check runs in the asset's own step (a check spec), not as a separate step: each step
@@ -172,7 +172,7 @@ def stage_asset(stage: Stage, deps: Sequence[dg.AssetsDefinition | dg.AssetKey],
     current (a backfill over unchanged worlds does nothing), unless the run is tagged
     `worldfactory/force=true`; the stages after it are then skipped by Dagster.
     """
-    first = not deps if first is None else first  # the first stage skips a run of current worlds
+    first = stage is STAGES[0]  # the first stage skips a run of current worlds (its deps may be the draft step)
     # the proof's check, then one per gate the stage declares (a figure its proof counts that must be whole)
     specs = [dg.AssetCheckSpec(name, asset=stage.name, blocking=True, description=proves,
                                partitions_def=world_partitions)

@@ -13,9 +13,9 @@ under the headers `| worlds | seed types |` and `| pack |`); the rest of the fil
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from worldfactory.catalog import query
@@ -104,12 +104,11 @@ def rewrite_docs(text: str, summary: str, per_pack: str) -> str:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if a != "--docs"]
-    docs = None
-    if "--docs" in sys.argv:
-        docs = Path(sys.argv[sys.argv.index("--docs") + 1])
-        args.remove(str(docs))
-    root = Path(args[0] if args else "data")
+    parser = argparse.ArgumentParser(description="The catalog's summary tables (and docs/catalogs.md's, with --docs).")
+    parser.add_argument("root", nargs="?", type=Path, default=Path("data"), help="the data root (default: data/)")
+    parser.add_argument("--docs", type=Path, help="a Markdown file whose summary tables to rewrite in place")
+    ns = parser.parse_args()
+    root, docs = ns.root, ns.docs
     summary, per_pack = table(*query(root, SUMMARY)), table(*query(root, PER_PACK))
     if docs is not None:
         docs.write_text(rewrite_docs(docs.read_text(), summary, per_pack))

@@ -312,7 +312,8 @@ def _draft_first(ids: list[str], root: Path, ts: Any) -> None:
     from worldfactory.briefs import model_from_env
     from worldfactory.drafting.step import draft_brief, draft_needed
 
-    for path in dict.fromkeys(p for w in ids if (p := draft_needed(w, root / "briefs", model_from_env()))):
+    model = model_from_env()
+    for path in dict.fromkeys(p for w in ids if (p := draft_needed(w, root / "briefs", model))):
         _report_draft(draft_brief(path, ts), as_json=False)
 
 

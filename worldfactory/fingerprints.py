@@ -31,10 +31,10 @@ from pathlib import Path
 import yaml
 
 import worldfactory
-from worldfactory.briefs import TextBrief, model_from_env
+from worldfactory.briefs import TextBrief, brief_path, load_text_brief, model_from_env, parse_brief_world_id
 from worldfactory.drafts import recorded_pack_sha256, text_brief_file
-from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE
-from worldfactory.templates import REGISTRY_FILE, TemplateSet
+from worldfactory.seeds import BRIEF_PREFIX, WORLD_ID_RE, SeedError
+from worldfactory.templates import REGISTRY_FILE, TemplateError, TemplateSet
 
 NOT_INPUTS = frozenset({"catalog.yaml", REGISTRY_FILE})  # which worlds exist, never what is in one
 
@@ -95,10 +95,6 @@ def _template_digests(root: Path, fingerprint: str) -> dict[str, str]:
 def _seed_type(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -> tuple[str, str] | None:
     """(domain, company type) of a world ID, or None when it cannot be told (the build says why)."""
     if world_id.startswith(f"{BRIEF_PREFIX}."):
-        from worldfactory.briefs import brief_path, parse_brief_world_id
-        from worldfactory.seeds import SeedError
-        from worldfactory.templates import TemplateError
-
         if briefs_dir is None:
             return None
         try:
@@ -120,15 +116,11 @@ def _seed_type(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -
 
 def _text_brief(templates: TemplateSet, world_id: str, briefs_dir: Path | None) -> TextBrief | None:
     """A free-text brief world's brief (its pack is drafted by a model), or None."""
-    from worldfactory.briefs import brief_path, is_text_brief, load_text_brief, parse_brief_world_id
-    from worldfactory.seeds import SeedError
-    from worldfactory.templates import TemplateError
-
-    if not world_id.startswith(f"{BRIEF_PREFIX}.") or briefs_dir is None:
+    path = text_brief_file(world_id, briefs_dir)
+    if path is None:
         return None
     try:
-        path = brief_path(briefs_dir, parse_brief_world_id(world_id)[0])
-        return load_text_brief(path, templates) if is_text_brief(path) else None
+        return load_text_brief(path, templates)
     except (SeedError, TemplateError):
         return None
 
@@ -157,10 +149,6 @@ def brief_file_digest(world_id: str, briefs_dir: Path | None) -> str:
     """sha256 of a brief world's brief file ("missing" if absent); empty for catalog worlds."""
     if not world_id.startswith(f"{BRIEF_PREFIX}.") or briefs_dir is None:
         return ""
-    from worldfactory.briefs import brief_path, parse_brief_world_id
-    from worldfactory.seeds import SeedError
-    from worldfactory.templates import TemplateError
-
     try:
         path = brief_path(briefs_dir, parse_brief_world_id(world_id)[0])
     except SeedError:
@@ -178,7 +166,8 @@ def world_inputs_fingerprint(templates: TemplateSet, world_id: str, briefs_dir: 
                                                                                         briefs_dir)]
     parts.append(f"brief\0{brief_file_digest(world_id, briefs_dir)}")
     if _text_brief(templates, world_id, briefs_dir) is not None:  # another model drafts another pack
-        parts.append(f"model\0{model_from_env()}")
-        path = text_brief_file(world_id, briefs_dir)  # the pack its draft step recorded (a redraft may differ)
-        parts.append(f"draft\0{recorded_pack_sha256(path, model_from_env()) if path is not None else 'none'}")
+        model, path = model_from_env(), text_brief_file(world_id, briefs_dir)
+        parts.append(f"model\0{model}")
+        assert path is not None  # _text_brief found it
+        parts.append(f"draft\0{recorded_pack_sha256(path, model)}")  # the pack its draft step recorded
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -46,8 +46,9 @@ def brief_file_of(name: str, briefs_dir: Path) -> Path:
     path = Path(name)
     if path.suffix == ".md" and path.is_file():
         return path
-    found = text_brief_file(name, briefs_dir) if name.startswith(f"{BRIEF_PREFIX}.") else None
-    if found is None and not name.startswith(f"{BRIEF_PREFIX}."):
+    if name.startswith(f"{BRIEF_PREFIX}."):
+        found = text_brief_file(name, briefs_dir)
+    else:
         candidate = brief_path(briefs_dir, name)
         found = candidate if candidate.suffix == ".md" and candidate.is_file() else None
     if found is None:
