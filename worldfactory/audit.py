@@ -52,8 +52,9 @@ ORIGIN_PLAN = r"^(start_date|starts_on|period_start)$"
 RULES = ("event_after_today", "event_before_parent", "done_but_ahead", *CONSTRAINT_KINDS, "invariant")
 # An invariant written `SELECT count(*) FROM table [alias] ...` can name its first offending row: the same
 # statement selecting the row's id. Any other shape (a count over a GROUP BY) names its table only.
-COUNT_FROM = re.compile(r"^\s*SELECT\s+count\(\s*\*\s*\)\s+FROM\s+(\w+)(?:\s+(?:AS\s+)?(?!(?:WHERE|JOIN|LEFT|INNER|CROSS|"
-                        r"NATURAL|GROUP|ORDER|LIMIT|WINDOW|HAVING)\b)(\w+))?(?=\s|$)", re.I)
+COUNT_FROM = re.compile(r"^\s*SELECT\s+count\(\s*\*\s*\)\s+FROM\s+(\w+)(?:\s+(?:AS\s+)?"
+                        r"(?!(?:WHERE|JOIN|LEFT|INNER|CROSS|NATURAL|GROUP|ORDER|LIMIT|WINDOW|HAVING)\b)(\w+))?(?=\s|$)",
+                        re.I)
 PER = 1000
 
 
