@@ -71,9 +71,10 @@ def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bund
             "detail": f"status 'completed' but starts_on {ahead} is after today {today}"} in shown["violations"]
     assert shown["by_rule"]["event_after_today"] >= 1 and shown["per_1000_rows"] > 0
     assert shown["by_rule"]["invariant"] == 1
+    name = "claims are filed after the incident"
     assert {"rule": "invariant", "table": "claims", "row": claim, "column": "",
-            "detail": "invariant 'claims are filed after the incident' fails for 1 rows "
-                      "(domains/insurance-claims.yaml: field 'invariants[3:claims are filed after the incident].sql')"} in shown["violations"]
+            "detail": f"invariant '{name}' fails for 1 rows (domains/insurance-claims.yaml: field "
+                      f"'invariants[3:{name}].sql')"} in shown["violations"]
 
 
 def test_a_declared_date_meaning_overrides_the_name(bundle: Path) -> None:
