@@ -54,10 +54,15 @@ def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bund
         conn.execute("UPDATE contacts SET created_on = date((SELECT created_on FROM accounts a WHERE "
                      "a.id = contacts.account_id), '-1 day') WHERE id = ?", (contact,))  # before its account
         conn.execute("UPDATE calendar_events SET status = 'completed', starts_on = ? WHERE id = 2", (ahead,))
+        # the pack's invariant 'claims are filed after the incident', on its first offending row
+        claim = conn.execute("SELECT min(id) FROM claims WHERE id > 3 AND filed_on < ?",
+                             ((today - timedelta(days=2)).isoformat(),)).fetchone()[0]
+        conn.execute("UPDATE claims SET incident_date = date(filed_on, '+1 day') WHERE id = ?", (claim,))
     planted = _found(bundle) - before
     assert planted == {("event_after_today", "claims", 3, "filed_on"),
                        ("event_before_parent", "contacts", contact, "created_on"),
-                       ("done_but_ahead", "calendar_events", 2, "starts_on")}
+                       ("done_but_ahead", "calendar_events", 2, "starts_on"),
+                       ("invariant", "claims", claim, "")}
     cli = subprocess.run([sys.executable, "-m", "worldfactory.cli", "audit", str(bundle), "--json"],
                          capture_output=True, text=True, check=False)
     assert cli.returncode == 1, cli.stderr
@@ -65,6 +70,11 @@ def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bund
     assert {"rule": "done_but_ahead", "table": "calendar_events", "row": 2, "column": "starts_on",
             "detail": f"status 'completed' but starts_on {ahead} is after today {today}"} in shown["violations"]
     assert shown["by_rule"]["event_after_today"] >= 1 and shown["per_1000_rows"] > 0
+    assert shown["by_rule"]["invariant"] == 1
+    name = "claims are filed after the incident"
+    assert {"rule": "invariant", "table": "claims", "row": claim, "column": "",
+            "detail": f"invariant '{name}' fails for 1 rows (domains/insurance-claims.yaml: field "
+                      f"'invariants[3:{name}].sql')"} in shown["violations"]
 
 
 def test_a_declared_date_meaning_overrides_the_name(bundle: Path) -> None:

@@ -17,7 +17,7 @@ from worldfactory.generate.gold import run_oracle
 from worldfactory.runtime.diff import CHANGES_TABLE
 from worldfactory.runtime.world import World
 from worldfactory.spec import Task
-from worldfactory.stages.core import BuildContext, WorkDir, run_prove
+from worldfactory.stages.core import BuildContext, WorkDir, run_make, run_prove
 from worldfactory.stages.tasks import STAGE as TASKS
 
 WORLD = "insurance-claims.regional--v001"
@@ -37,15 +37,27 @@ def _meeting_task(world: World) -> tuple[Task, int]:
     raise AssertionError("the insurance example has no task that completes a meeting")
 
 
-@pytest.fixture
-def planted(worlds_dir: Path, tmp_path: Path) -> tuple[WorkDir, BuildContext, Task, int, str]:
-    """The tasks stage's files of the insurance example in a work folder, the seed changed so that the meeting
-    a task marks held is dated nine days ahead: a plan ahead is fine in the seed (not yet held), but the
-    task's end state says it was held in the future."""
+def _folder(worlds_dir: Path, tmp_path: Path) -> tuple[WorkDir, BuildContext]:
+    """The tasks stage's files of the insurance example in a work folder, to plant faults in."""
     work = WorkDir(tmp_path / "work", WORLD)
     for name in (*TASKS.reads, *TASKS.writes):
         work.write(name, (worlds_dir / WORLD / name).read_bytes())
-    ctx = BuildContext(world_id=WORLD, templates=None, work=work, data_root=tmp_path)  # type: ignore[arg-type]
+    return work, BuildContext(world_id=WORLD, templates=None, work=work, data_root=tmp_path)  # type: ignore[arg-type]
+
+
+def _completes(work: WorkDir, meeting: int) -> list[str]:
+    """The tasks of the work folder whose oracle marks the meeting held."""
+    tasks = [json.loads(line) for line in work.read("tasks.jsonl", TASKS.name).decode().splitlines()]
+    return [t["task_id"] for t in tasks for c in t["oracle"]
+            if c["tool"] == "complete_meeting" and int(c["args"]["meeting_id"]) == meeting]
+
+
+@pytest.fixture
+def planted(worlds_dir: Path, tmp_path: Path) -> tuple[WorkDir, BuildContext, Task, int, str]:
+    """The insurance example's work folder (_folder), the seed changed so that the meeting a task marks held is
+    dated nine days ahead: a plan ahead is fine in the seed (not yet held), but the task's end state says it
+    was held in the future."""
+    work, ctx = _folder(worlds_dir, tmp_path)
     task, meeting = _meeting_task(World.open(worlds_dir / WORLD))
     clock = date.fromisoformat(json.loads(work.read("brief.json", TASKS.name))["clock"])
     ahead = (clock + timedelta(days=9)).isoformat()
@@ -84,7 +96,8 @@ def test_a_violation_in_an_oracle_end_state_fails_the_tasks_proof(planted: tuple
 
 def test_the_tasks_stage_refuses_a_candidate_whose_end_state_breaks_the_clock(planted: tuple) -> None:
     """The outcome the stage accepts candidates by carries the end state's audit: the planted task's names the
-    meeting; the same task over the seed as built has none."""
+    meeting. The tasks stage, run on the planted folder, refuses at least that candidate and serves no task
+    that marks the meeting held; the same meeting is completed by a task over the seed as built."""
     work, ctx, task, meeting, _ = planted
     world = _local(work)
     assert run_oracle(world, task).audit is None  # the verifiers' runs need no audit
@@ -92,6 +105,48 @@ def test_the_tasks_stage_refuses_a_candidate_whose_end_state_breaks_the_clock(pl
     assert not outcome.failure and outcome.audit is not None
     assert [(v.rule, v.table, v.row, v.column) for v in outcome.audit.violations] == [
         ("done_but_ahead", "calendar_events", meeting, "starts_on")]
+    assert task.task_id in _completes(work, meeting)  # as built
+    report = run_make(TASKS, ctx)
+    assert report.counts["audit_refused"] >= 1 and report.counts["tasks"] >= 100, report.counts
+    assert _completes(work, meeting) == []
+    assert run_prove(TASKS, ctx).passed
+
+
+@pytest.fixture
+def invariant_planted(worlds_dir: Path, tmp_path: Path) -> tuple[WorkDir, BuildContext, Task, int, str]:
+    """The insurance example's work folder, its spec given an invariant that holds on the seed only: the meeting
+    a task marks held is never held. The pack's seed keeps it; that task's end state breaks it."""
+    work, ctx = _folder(worlds_dir, tmp_path)
+    task, meeting = _meeting_task(World.open(worlds_dir / WORLD))
+    name = "the planted meeting is never held"
+    spec = json.loads(work.read("spec.json", TASKS.name))
+    spec["invariants"].append({"name": name, "source": "domains/insurance-claims.yaml: field 'invariants[9].sql'",
+                               "sql": f"SELECT count(*) FROM calendar_events e WHERE e.status = 'completed' "
+                                      f"AND e.id = {meeting}"})
+    work.write("spec.json", json.dumps(spec).encode())
+    return work, ctx, task, meeting, name
+
+
+def test_an_oracle_end_state_that_breaks_an_invariant_is_caught_and_refused(invariant_planted: tuple) -> None:
+    """The end-state audit runs the pack's invariants over what the plan changed: the planted task's names the
+    invariant, its table and its first offending row; the tasks proof fails naming the task and the invariant;
+    the tasks stage refuses the candidate and serves no task that holds the meeting."""
+    work, ctx, task, meeting, name = invariant_planted
+    outcome = run_oracle(_local(work), task, audit=True)
+    assert not outcome.failure and outcome.audit is not None
+    assert [(v.rule, v.table, v.row, v.column) for v in outcome.audit.violations] == [
+        ("invariant", "calendar_events", meeting, "")]
+    assert outcome.audit.violations[0].detail.startswith(f"invariant '{name}' fails for 1 rows")
+    proof = run_prove(TASKS, ctx)
+    assert not proof.passed
+    assert re.search(rf"realism audit of the oracles' end states: 1 violations, first: task {task.task_id}: "
+                     rf"invariant: calendar_events row {meeting}: invariant '{name}' fails for 1 rows",
+                     proof.reason), proof.reason
+    assert task.task_id in _completes(work, meeting)
+    report = run_make(TASKS, ctx)
+    assert report.counts["audit_refused"] >= 1, report.counts
+    assert _completes(work, meeting) == []
+    assert run_prove(TASKS, ctx).passed
 
 
 def test_the_audit_of_changed_rows_finds_what_the_full_audit_finds(planted: tuple) -> None:

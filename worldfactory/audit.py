@@ -11,7 +11,8 @@ rules in `MEANING_RULES`, the one place they live. Three rules are checked over 
   completed booking scheduled next month).
 
 Then the cross-record constraints the tables declare (worldfactory/constraints.py), one rule per kind:
-`total`, `band`, `limit`, `category`, `refers`, `same`.
+`total`, `band`, `limit`, `category`, `refers`, `same`; and the pack's invariants (rule `invariant`: one
+count of offending rows each), so an oracle whose end state breaks one is caught as the seed would be.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
+from worldfactory import packsql
 from worldfactory.constraints import check as check_constraints
-from worldfactory.spec import CONSTRAINT_KINDS, ColumnDef, DateMeaning, TableDef, WorldSpec
+from worldfactory.spec import CONSTRAINT_KINDS, ColumnDef, DateMeaning, SourcedInvariant, TableDef, WorldSpec
 
 # First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
 MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
@@ -47,7 +49,12 @@ STAFF_TABLES = frozenset({"users"})
 ACTOR_REF = r"_by$|^(author|sender|actor|user)_id$"
 # a plan date that begins a record (a policy's start; not a work order's planned start, which notes precede)
 ORIGIN_PLAN = r"^(start_date|starts_on|period_start)$"
-RULES = ("event_after_today", "event_before_parent", "done_but_ahead", *CONSTRAINT_KINDS)
+RULES = ("event_after_today", "event_before_parent", "done_but_ahead", *CONSTRAINT_KINDS, "invariant")
+# An invariant written `SELECT count(*) FROM table [alias] ...` can name its first offending row: the same
+# statement selecting the row's id. Any other shape (a count over a GROUP BY) names its table only.
+COUNT_FROM = re.compile(r"^\s*SELECT\s+count\(\s*\*\s*\)\s+FROM\s+(\w+)(?:\s+(?:AS\s+)?"
+                        r"(?!(?:WHERE|JOIN|LEFT|INNER|CROSS|NATURAL|GROUP|ORDER|LIMIT|WINDOW|HAVING)\b)(\w+))?(?=\s|$)",
+                        re.I)
 PER = 1000
 
 
@@ -150,6 +157,93 @@ def _static(spec: WorldSpec) -> _Static:
     return out
 
 
+class _Inv(NamedTuple):
+    """An invariant as the audit runs it: the tables it reads (an end state that changed none of them keeps
+    the seed's count, 0), the table it is reported on and the statement that finds its first offending row."""
+    inv: SourcedInvariant
+    reads: frozenset[str]
+    table: str
+    first_row: str | None
+
+
+_INVARIANTS: dict[int, tuple[WorldSpec, list[_Inv]]] = {}
+
+
+def _reads(scratch: sqlite3.Connection, sql: str) -> list[str]:
+    """The tables a statement reads, in the order SQLite compiles them (it is compiled, never run)."""
+    seen: list[str] = []
+
+    def auth(action: int, a1: str | None, _a2: str | None, _db: str | None, _trigger: str | None) -> int:
+        if action == sqlite3.SQLITE_READ and a1 and a1 not in seen:
+            seen.append(a1)
+        return sqlite3.SQLITE_OK
+
+    scratch.set_authorizer(auth)
+    try:
+        scratch.execute("EXPLAIN " + sql)
+    finally:
+        scratch.set_authorizer(None)
+    return seen
+
+
+def _invariants(spec: WorldSpec, conn: sqlite3.Connection) -> list[_Inv]:
+    """The spec's invariants, each checked as pack SQL (packsql.refusal) once per spec on an empty copy of the
+    schema: the connection audited may carry an authorizer of its own (an episode's gate) to keep."""
+    hit = _INVARIANTS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    ddl = [sql for (sql,) in conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND sql IS NOT NULL "
+                                          "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    scratch = sqlite3.connect(":memory:")
+    out: list[_Inv] = []
+    try:
+        for sql in ddl:
+            scratch.execute(sql)
+        for inv in spec.invariants:
+            why = packsql.refusal(scratch, inv.sql, "invariant")
+            if why:
+                raise packsql.PackSQLError(f"invariant '{inv.name}' ({inv.source}): {why}")
+            reads = _reads(scratch, inv.sql)
+            m = COUNT_FROM.match(inv.sql)
+            first = None
+            if m and not re.search(r"\b(GROUP\s+BY|LIMIT|ORDER\s+BY)\b", inv.sql, re.I):
+                alias = m[2] or m[1]
+                first = f"SELECT {alias}.id FROM {inv.sql[m.start(1):]} ORDER BY {alias}.id LIMIT 1"
+                if packsql.refusal(scratch, first, "invariant"):
+                    first = None
+            table = m[1] if m else (reads[0] if reads else "")
+            out.append(_Inv(inv, frozenset(reads), table, first))
+    finally:
+        scratch.close()
+    if len(_INVARIANTS) > 64:
+        _INVARIANTS.clear()
+    _INVARIANTS[id(spec)] = (spec, out)
+    return out
+
+
+def check_invariants(spec: WorldSpec, conn: sqlite3.Connection,
+                     changed: dict[str, set[int]] | None = None) -> list[Violation]:
+    """A violation for each invariant that counts offending rows, on its table and first offending row where its
+    statement names them (row 0 where it cannot). With `changed`, only the invariants that read a changed table:
+    the others count what the seed counted, 0."""
+    found: list[Violation] = []
+    for run in _invariants(spec, conn):
+        if changed is not None and not any(changed.get(t) for t in run.reads):
+            continue
+        where = f"invariant '{run.inv.name}' ({run.inv.source})"
+        with packsql.bounded(conn, where):
+            got = conn.execute(run.inv.sql).fetchone()
+            bad = int(got[0] or 0) if got else 0
+            row = 0
+            if bad and run.first_row:
+                first = conn.execute(run.first_row).fetchone()
+                row = int(first[0]) if first and first[0] is not None else 0
+        if bad:
+            found.append(Violation(rule="invariant", table=run.table, row=row, column="",
+                                   detail=f"invariant '{run.inv.name}' fails for {bad} rows ({run.inv.source})"))
+    return found
+
+
 def _ids(ids: set[int]) -> str:
     return ", ".join(str(int(i)) for i in sorted(ids))
 
@@ -181,11 +275,13 @@ def _touched_scope(spec: WorldSpec, static: _Static,
             {t: "(" + " OR ".join(p) + ")" for t, p in rows.items()})
 
 
-def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[int]] | None = None) -> AuditReport:
-    """Check every row of every table against the date rules and its table's constraints; a row counts as
-    checked when it has a date or its table declares a constraint. With `changed` (table -> row ids an
-    episode wrote, over a seed that passed), only what those writes can break is checked: the same
-    violations at a cost that follows the changed rows (the end state of an oracle plan)."""
+def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[int]] | None = None,
+             invariants: bool = True) -> AuditReport:
+    """Check every row of every table against the date rules and its table's constraints, then the pack's
+    invariants (unless the caller has just checked them); a row counts as checked when it has a date or its
+    table declares a constraint. With `changed` (table -> row ids an episode wrote, over a seed that passed),
+    only what those writes can break is checked: the same violations at a cost that follows the changed rows
+    (the end state of an oracle plan)."""
     today = spec.brief.clock
     static = _static(spec)
     scope: dict[str, str] | None = None
@@ -254,6 +350,8 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[i
                                                       f"today {today}"))
     found += [Violation(rule=rule, table=table, row=rid, column=col, detail=detail)
               for rule, table, rid, col, detail in check_constraints(spec, conn, rows)]
+    if invariants:
+        found += check_invariants(spec, conn, changed)
     return AuditReport(world_id=spec.brief.world_id, clock=today, checked_rows=checked, violations=found)
 
 

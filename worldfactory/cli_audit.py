@@ -51,7 +51,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     a = sub.add_parser("audit", help="realism audit of worlds' seed data: dates against the clock and the "
-                                     "order of records (exit 1 when a rule is broken)")
+                                     "order of records, the tables' constraints, the pack's invariants "
+                                     "(exit 1 when a rule is broken)")
     a.add_argument("worlds", nargs="*", metavar="WORLD", help="world IDs or bundle folders")
     a.add_argument("--all", action="store_true", help="every built world under DATA/worlds")
     a.add_argument("--data", help="data root (default $WORLDFACTORY_DATA or data/)")

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import TableDef, Transition, WorldSpec
 
-from .data import fetch_dicts
+from .data import ACTOR_ID, fetch_dicts
 from .workflow import guards_hold, render_verb, task_value, with_related
 
 GROUPS = 6  # inbox tasks per world: one per group
@@ -35,7 +35,6 @@ DUPLICATE_IN = (1, 4)  # these groups carry a follow-up that repeats their first
 PHONED_IN = (2, 3)  # these groups carry one more request, phoned in and logged as a note
 LAST_GROUPS = 2  # "the last email from <contact>" tasks: one to act on, one to decline where a rule allows
 NEEDED_TOOLS = ("search_contacts", "search_emails", "get_email", "create_email", "update_email")
-ACTOR_ID = 1  # the acting user (ToolDB's actor): the inbox is theirs
 
 Kind = Literal["act", "decline", "duplicate"]
 Channel = Literal["email", "note"]

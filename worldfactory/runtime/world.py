@@ -291,10 +291,11 @@ class World:
 
     @cached_property
     def code_hash(self) -> str:
-        """Identifies the seed and the tool code: what a plan's outcome depends on."""
+        """Identifies the seed, the tool code and the spec: what a plan's outcome and its end state's audit
+        (the spec's date meanings, constraints and invariants) depend on."""
         digest = hashlib.sha256()
-        for name in ("seed.db", "tools.py", "tools.json"):
-            digest.update(name.encode() + b"\0" + self.files[name] + b"\0")
+        for name in ("seed.db", "tools.py", "tools.json", "spec.json"):
+            digest.update(name.encode() + b"\0" + self.files.get(name, b"") + b"\0")
         return digest.hexdigest()
 
     @cached_property

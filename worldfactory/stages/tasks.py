@@ -1,5 +1,6 @@
 """world_tasks: tasks with oracle plans, each accepted only if its oracle runs cleanly and leaves an end state
-the realism audit passes (worldfactory/audit.py: the clock, the order of records, the tables' constraints)."""
+the realism audit passes (worldfactory/audit.py: the clock, the order of records, the tables' constraints,
+the pack's invariants)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def make_tasks(ctx: BuildContext) -> dict[str, int]:
 
     def replays(task: Task) -> bool:
         """A task is only added if its oracle runs cleanly on a fresh seed copy and its end state passes the
-        realism audit (a plan that marks done a visit dated ahead of the clock is not a task)."""
+        realism audit (a plan that marks done a visit dated ahead of the clock, or that leaves a row breaking
+        an invariant of the pack, is not a task)."""
         nonlocal refused
         outcome = run_oracle(world, task, audit=True)
         if outcome.failure:
@@ -58,8 +60,8 @@ def prove_tasks(ctx: BuildContext) -> dict[str, int | float | str]:
                        for v in outcome.audit.violations]
     if broken:
         raise StageError(f"realism audit of the oracles' end states: {len(broken)} violations, first: "
-                         f"{'; '.join(broken[:3])}; a task must leave the world true to its clock and its "
-                         f"constraints (see worldfactory/audit.py)")
+                         f"{'; '.join(broken[:3])}; a task must leave the world true to its clock, its "
+                         f"constraints and its invariants (see worldfactory/audit.py)")
     families = Counter(t.family for t in world.tasks.values())
     return {"tasks": len(world.tasks), "oracle_calls": calls, "oracle_end_violations": 0,
             "oracle_end_checked_rows": checked, **{f"family.{k}": v for k, v in sorted(families.items())}}
@@ -69,7 +71,7 @@ STAGE = Stage(
     name="world_tasks",
     check="oracles_run",
     proves=("every oracle plan runs on a fresh seed copy without error and its end state passes the realism "
-            "audit (dates against the clock and the order of records, the tables' constraints)"),
+            "audit (dates against the clock and the order of records, the tables' constraints, the pack's invariants)"),
     make=make_tasks,
     prove=prove_tasks,
     writes=("tasks.jsonl",),
