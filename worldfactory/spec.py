@@ -659,6 +659,12 @@ class TableDef(Strict):
         raise KeyError(f"{self.name}.{name}")
 
 
+def has_name(table: TableDef) -> bool:
+    """Whether a person can name the table's records: a unique label the search tool filters on (the task
+    families name records this way; `check-pack` holds a ref parameter's table to it)."""
+    return bool(table.label) and table.column(table.label).unique and table.label in table.search
+
+
 class Rule(Strict):
     """A business rule (policy parameter) stored in the world's business_rules table."""
 
