@@ -622,8 +622,8 @@ def _kind_of(path: Path, data: Any) -> str:
 def check_files(paths: list[Path], templates: Path | None = None) -> list[str]:
     """Validate pack files without building: shape, then cross-references against the templates
     folder each file sits in (or `templates`, or the project's world_templates/ for a loose file)."""
-    from worldfactory.seeds import SCALE_SPREAD
-    from worldfactory.templates import DEFAULT_TEMPLATES, TemplateError, _load_dir, _read_yaml, load_model
+    from worldfactory.draws import SCALE_SPREAD
+    from worldfactory.template_files import DEFAULT_TEMPLATES, TemplateError, _load_dir, _read_yaml, load_model
 
     lines: list[str] = []
     for path in paths:
