@@ -14,8 +14,9 @@ from datetime import date, timedelta
 from typing import Any
 
 from worldfactory import packsql
-from worldfactory.audit import audit_db, date_meaning, is_done, origin_column, parent_refs
+from worldfactory.audit import audit_db, is_done, origin_column, parent_refs
 from worldfactory.constraints import Fitter
+from worldfactory.dates import date_meaning
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
 from worldfactory.row_bounds import MAX_TABLE_ROWS, most_rows, table_rows, world_rows_problem

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, NamedTuple
 
-from worldfactory.audit import date_meaning
+from worldfactory.dates import date_meaning
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import (
     ColumnDef,
