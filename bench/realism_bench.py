@@ -13,9 +13,9 @@ import time
 from collections import Counter
 
 from worldfactory.audit import RULES, audit_image
+from worldfactory.briefs import expand_world
 from worldfactory.generate.data import build_seed_db, check_seed
 from worldfactory.generate.schema import build_spec
-from worldfactory.seeds import expand_world
 from worldfactory.templates import load_templates
 
 

@@ -79,10 +79,12 @@ def import_graph(root: Path = ROOT) -> Graph:
 # may import its own layer and the layers below; an import upward is a back edge.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("worldfactory", "worldfactory.spec", "worldfactory.expressions", "worldfactory.fill",
-              "worldfactory.safe_text", "worldfactory.ports", "worldfactory.run_size", "worldfactory.data_root")),
+              "worldfactory.safe_text", "worldfactory.ports", "worldfactory.run_size", "worldfactory.data_root",
+              "worldfactory.dates", "worldfactory.catalog_files", "worldfactory.draws")),
     ("inputs", ("worldfactory.templates", "worldfactory.packs", "worldfactory.packsql", "worldfactory.seeds",
                 "worldfactory.briefs", "worldfactory.variants", "worldfactory.registry", "worldfactory.fingerprints",
-                "worldfactory.pack_flow", "worldfactory.constraints", "worldfactory.drafts")),
+                "worldfactory.pack_flow", "worldfactory.constraints", "worldfactory.drafts",
+                "worldfactory.row_bounds", "worldfactory.template_files")),
     ("runtime", ("worldfactory.runtime", "worldfactory.sandbox", "worldfactory.requester")),
     ("confine", ("worldfactory.boundary", "worldfactory.landlock", "worldfactory.confine", "worldfactory.tool_probes")),
     # generate/careless.py is the careless policy's plans (the build's validity check replays them too)

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from worldfactory.audit import audit_bundle, audit_image
+from worldfactory.briefs import expand_world
 from worldfactory.generate.data import SeedDataError, build_seed_db, check_seed
 from worldfactory.generate.schema import build_spec
-from worldfactory.seeds import expand_world
 from worldfactory.spec import CONSTRAINT_KINDS, TableDef, WorldSpec, constraint_kind
 from worldfactory.templates import TemplateError, load_templates
 

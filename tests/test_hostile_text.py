@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SMALL, small_templates_at
+from worldfactory.briefs import expand_world
 from worldfactory.catalog import CatalogError, query
 from worldfactory.registry import mark_deleted
 from worldfactory.runtime.world import World, WorldError, read_bundle
-from worldfactory.seeds import SeedError, check_world_id, expand_world, world_id_problem
+from worldfactory.seeds import SeedError, check_world_id, world_id_problem
 from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
 

@@ -117,8 +117,8 @@ def test_a_chain_whose_product_is_huge_is_refused_before_any_row_is_made(tmp_pat
 
 
 def test_the_world_total_is_bounded_even_when_each_table_is_within_its_own(tmp_path: Path) -> None:
+    from worldfactory.briefs import expand_world
     from worldfactory.generate.schema import build_spec
-    from worldfactory.seeds import expand_world
 
     root = small_templates_at(tmp_path / "t")
     pack = root / "domains" / "help-desk.yaml"

@@ -14,7 +14,8 @@ import yaml
 
 from tests.conftest import PYTHON, ROOT
 from worldfactory.packs import check_files, pack_schema
-from worldfactory.templates import SAFE_LOADER, TemplateError, load_templates
+from worldfactory.template_files import SAFE_LOADER
+from worldfactory.templates import TemplateError, load_templates
 
 PACK = "domains/insurance-claims.yaml"
 CLAIMS = "tables[2:claims]"

@@ -26,11 +26,11 @@ import pytest
 
 from tests.conftest import EXAMPLES, SMALL
 from worldfactory import boundary, confine
+from worldfactory.briefs import expand_world
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.tools import tool_specs, tools_source
 from worldfactory.runtime.world import World, WorldError
 from worldfactory.sandbox import SandboxError, static_check
-from worldfactory.seeds import expand_world
 from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import TemplateError, load_templates
 

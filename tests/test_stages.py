@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from tests.conftest import EXAMPLES, PYTHON, ROOT
 from worldfactory.stages import BUNDLE_FILES, STAGES
@@ -129,3 +130,18 @@ def test_the_repository_cites_nothing_outside_itself() -> None:
              *(ROOT / "worldfactory").rglob("*.py"), *(ROOT / "world_templates").rglob("*.md")]
     cited = [str(p.relative_to(ROOT)) for p in files if re.search(r"\.\./shared|ARCHITECTURE\b", p.read_text())]
     assert cited == []
+
+
+def test_the_bundle_stage_reads_the_registry_handed_down() -> None:
+    """world_bundle reads STAGES from stages/core.py (register_stages), not by importing the registry above it:
+    the list it reads is the registry's, in order, and an empty one is refused rather than read as no stages."""
+    from worldfactory.stages import core
+
+    assert core.registered_stages() == STAGES
+    try:
+        core.register_stages(())
+        with pytest.raises(core.StageError, match="no stages registered"):
+            core.registered_stages()
+    finally:
+        core.register_stages(STAGES)
+    assert core.registered_stages()[-1].name == "world_bundle"

@@ -21,6 +21,7 @@ from worldfactory.generate import page as page_mod
 from worldfactory.generate.bundle import sha256
 from worldfactory.generate.page import PAGE, PageError, bundle_page
 from worldfactory.site import catalog_data, cost_plot, export, make_server, site_files
+from worldfactory.stages import STAGES
 from worldfactory.stages.core import StageCost, StageReport
 from worldfactory.stages.pipeline import build_world
 from worldfactory.templates import load_templates
@@ -29,6 +30,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="headless Chromium (Debian package `chromium`) "
                                                               "is not installed; .ci/run installs it")
 # a URL to anything but this machine, in src/href/url()/@import
+STAGE_NAMES = [s.name for s in STAGES]  # the cost table's order (generate/page.py bundle_page)
 EXTERNAL = re.compile(r"""(?:src|href|action)\s*=\s*["']?\s*(?:https?:)?//|url\(\s*["']?\s*(?:https?:)?//|@import""",
                       re.I)
 
@@ -69,7 +71,7 @@ def test_the_bundle_holds_its_page_hashed_and_page_renders_the_same_bytes(built:
     bundle = built / "worlds" / SMALL[0]
     raw = (bundle / PAGE).read_bytes()
     assert json.loads((bundle / "world.json").read_text())["files"][PAGE] == sha256(raw)
-    assert bundle_page(bundle).encode() == raw
+    assert bundle_page(bundle, STAGE_NAMES).encode() == raw
     out = tmp_path / "page.html"
     assert wf_main(["page", str(bundle), "--out", str(out)]) == 0
     assert out.read_bytes() == raw
@@ -143,7 +145,7 @@ def test_the_page_shows_the_gold_diff_the_verifier_holds(built: Path, tmp_path: 
     key = sorted(entry["diff"][table]["updated"], key=lambda k: (len(k), k))[0]
     entry["diff"][table]["updated"][key] = {"planted_column": "planted-value"}
     (bundle / "verifiers.json").write_text(json.dumps(verifiers))
-    html = bundle_page(bundle)
+    html = bundle_page(bundle, STAGE_NAMES)
     block = html[html.index(f'<details class="task"><summary><code>{task_id}</code>'):]
     assert f'{table} #{key}: planted_column="planted-value"' in block[:block.index("</details>")]
 
@@ -156,7 +158,7 @@ def test_strings_from_the_world_are_escaped(built: Path, tmp_path: Path) -> None
     spec["tables"][0]["description"] = '<img src="http://example.com/x.png">'
     spec["rules"][0]["label"] = "<b>limit</b>"
     (bundle / "spec.json").write_text(json.dumps(spec))
-    html = bundle_page(bundle)
+    html = bundle_page(bundle, STAGE_NAMES)
     assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;&quot;Acme&quot;" in html
     assert "<img" not in html and "<b>limit</b>" not in html and not EXTERNAL.search(html)
 
@@ -164,7 +166,7 @@ def test_strings_from_the_world_are_escaped(built: Path, tmp_path: Path) -> None
 def test_a_missing_graphviz_names_the_package(built: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(page_mod.shutil, "which", lambda name: None)
     with pytest.raises(PageError, match="graphviz"):
-        bundle_page(built / "worlds" / SMALL[0])
+        bundle_page(built / "worlds" / SMALL[0], STAGE_NAMES)
 
 
 def test_the_site_lists_every_world_with_filters_and_plots(built: Path, tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 Every date column has a meaning (an event that happened, a plan that may lie ahead, or a period bound);
 a pack may declare it (`date_meaning` on the column), else it is inferred from the column's name by the
-rules in `MEANING_RULES`, the one place they live. Three rules are checked over a seed.db:
+rules in `MEANING_RULES` (worldfactory/dates.py), the one place they live. Three rules are checked over a seed.db:
 
 - `event_after_today`: an event date lies after the world's clock (`brief.clock`);
 - `event_before_parent`: an event date lies before the origin date of a record the row refers to (a
@@ -27,15 +27,9 @@ from pydantic import BaseModel
 
 from worldfactory import packsql
 from worldfactory.constraints import check as check_constraints
-from worldfactory.spec import CONSTRAINT_KINDS, ColumnDef, DateMeaning, SourcedInvariant, TableDef, WorldSpec
+from worldfactory.dates import date_meaning
+from worldfactory.spec import CONSTRAINT_KINDS, SourcedInvariant, TableDef, WorldSpec
 
-# First match wins; a name no rule matches is an event ("created_on", "filed_on", "paid_on", "at").
-MEANING_RULES: tuple[tuple[str, DateMeaning], ...] = (
-    (r"^period_|_ending$|(^|_)ends?_(on|date)$|^return_date$|expires|renews|(^|_)due(_|$)|needed_by|cutoff|"
-     r"^next_", "period"),
-    (r"scheduled|planned|starts?_(on|date)$|_for$|event_date|arrival|departure|pickup_date|check_in|shift_date|"
-     r"held_on|interview_date|expected", "plan"),
-)
 # Statuses that say the record's work has happened: its plan dates must not lie ahead.
 DONE_STATUSES = frozenset({
     "completed", "complete", "closed", "closed_out", "resolved", "paid", "delivered", "returned", "received",
@@ -78,16 +72,6 @@ class AuditReport(BaseModel):
 
     def per_thousand(self) -> float:
         return round(PER * len(self.violations) / self.checked_rows, 2) if self.checked_rows else 0.0
-
-
-def date_meaning(col: ColumnDef) -> DateMeaning:
-    """The column's declared meaning, else the first of MEANING_RULES its name matches, else an event."""
-    if col.date_meaning is not None:
-        return col.date_meaning
-    for pattern, meaning in MEANING_RULES:
-        if re.search(pattern, col.name):
-            return meaning
-    return "event"
 
 
 def status_column(table: TableDef) -> str | None:

@@ -16,9 +16,12 @@ from pathlib import Path
 import yaml
 from pydantic import Field, ValidationError
 
-from worldfactory.seeds import BRIEF_ID_RE, BRIEF_PREFIX, SeedError, expand_seed
-from worldfactory.spec import NAME_PATTERN, DomainPack, Strict
-from worldfactory.templates import TemplateError, TemplateSet, _format_errors, load_model
+from worldfactory.seeds import BRIEF_ID_RE, BRIEF_PREFIX, SeedError, _expand, expand_seed
+from worldfactory.seeds import check_world_id as check_id_form  # the form only; check_world_id here reads files
+from worldfactory.spec import NAME_PATTERN, Brief, DomainPack, Strict
+from worldfactory.template_files import TemplateError, _format_errors, load_model
+from worldfactory.templates import TemplateSet
+from worldfactory.variants import MIX_FAMILIES
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 FRONT_MATTER_RE = re.compile(r"\A---[ \t]*\r?\n(?P<head>.*?)^---[ \t]*(?:\r?\n|\Z)", re.S | re.M)
@@ -102,8 +105,6 @@ def load_brief_file(path: Path, templates: TemplateSet) -> BriefFile:
         if name not in known:
             raise TemplateError(f"{path}: field 'rules.{name}': no such policy value in this world; "
                                 f"known: {', '.join(known)}")
-    from worldfactory.variants import MIX_FAMILIES
-
     for family, factor in brief.task_mix.items():
         if family not in MIX_FAMILIES:
             raise TemplateError(f"{path}: field 'task_mix.{family}': no such task family; "
@@ -218,3 +219,27 @@ def brief_world_ids(briefs_dir: Path, templates: TemplateSet) -> tuple[list[str]
             continue
         ids += [f"{BRIEF_PREFIX}.{slug}--v{v:03d}" for v in range(1, variants + 1)]
     return ids, errors
+
+
+def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None = None,
+                 pack: DomainPack | None = None) -> Brief:
+    """A world ID of either kind: a catalog seed, or `brief.<file stem>--v<NNN>` from a brief file.
+
+    A free-text brief (`<slug>.md`) has no domain pack of its own: `pack` is the one drafted for it."""
+    check_id_form(world_id)
+    if world_id.startswith(f"{BRIEF_PREFIX}."):
+        slug, variant = parse_brief_world_id(world_id)
+        if briefs_dir is None:
+            raise SeedError(f"'{world_id}' comes from a brief file, but no briefs folder was given")
+        path = brief_path(briefs_dir, slug)
+        if is_text_brief(path):
+            if pack is None:
+                raise SeedError(f"'{world_id}': {path} is a free-text brief; its domain pack is drafted first")
+            tb = load_text_brief(path, templates)
+            return _expand(world_id, pack.name, tb.company_type, variant, templates_with(templates, pack),
+                           company_name=tb.company_name, rule_overrides=tb.rules)
+        bf = load_brief_file(path, templates)
+        return _expand(world_id, bf.domain, bf.company_type, variant, templates,
+                       company_name=bf.company_name, rule_overrides=bf.rules, task_mix=bf.task_mix or None,
+                       scale=bf.scale, distractors=bf.distractors, twins=bf.twins)
+    return expand_seed(world_id, templates)

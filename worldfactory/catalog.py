@@ -16,70 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from worldfactory.spec import Difficulty, Task
+from worldfactory.catalog_files import SCHEMAS, TABLES, write_policy_rows
+from worldfactory.spec import Task
 
-SCHEMAS: dict[str, pa.Schema] = {
-    "worlds": pa.schema([
-        ("seed_type", pa.string()), ("domain", pa.string()), ("company_type", pa.string()),
-        ("variant", pa.int32()), ("company_name", pa.string()), ("generation_seed", pa.uint64()),
-        ("generator_version", pa.string()), ("clock", pa.string()), ("tables", pa.int32()), ("rows", pa.int64()),
-        ("tools", pa.int32()), ("tasks", pa.int32()), ("oracle_pass", pa.int32()), ("null_pass", pa.int32()),
-        ("path", pa.string()), ("world_json_sha256", pa.string()), ("coverage", pa.float64()),
-        ("schema_sha256", pa.string()), ("tool_set_sha256", pa.string()),
-        ("alternatives", pa.int32()), ("alternatives_passed", pa.int32()),  # completeness: valid solutions passed
-        # the realism audit (worldfactory/audit.py) over the seed and over every oracle plan's end state
-        ("audit_seed_violations", pa.int32()), ("audit_oracle_violations", pa.int32()),
-    ]),
-    "tasks": pa.schema([
-        ("task_id", pa.string()), ("family", pa.string()), ("instruction", pa.string()),
-        ("oracle_steps", pa.int32()), ("answer_type", pa.string()), ("target", pa.string()),
-        *((f"difficulty_{name}", pa.int32()) for name in Difficulty.model_fields),  # spec.Difficulty, one each
-    ]),
-    "costs": pa.schema([
-        ("stage", pa.string()), ("cpu_seconds", pa.float64()), ("wall_seconds", pa.float64()),
-        ("llm_prompt_tokens", pa.int64()), ("llm_completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
-        ("corrections", pa.int32()),
-    ]),
-    "rollouts": pa.schema([
-        ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()),
-        ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()), ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()), ("seconds", pa.float64()),
-    ]),
-    "traces": pa.schema([
-        ("task_id", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
-        ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
-        ("error_text", pa.string()), ("result_sha256", pa.string()), ("latency_us", pa.float64()),
-    ]),
-    # evaluation runs (worldfactory.evals.runs): one file per run in each world's partition
-    "runs": pa.schema([
-        ("run_id", pa.string()), ("name", pa.string()), ("policy", pa.string()), ("model", pa.string()),
-        ("base_url", pa.string()), ("k", pa.int32()), ("seed", pa.int64()), ("tasks", pa.int32()),
-        ("episodes", pa.int32()), ("passes", pa.int32()), ("code_version", pa.string()),
-    ]),
-    "run_rollouts": pa.schema([
-        ("run_id", pa.string()), ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()),
-        ("rollout", pa.int32()), ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()),
-        ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
-    ]),
-    "run_traces": pa.schema([
-        ("run_id", pa.string()), ("task_id", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
-        ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
-        ("error_text", pa.string()), ("result_sha256", pa.string()),
-    ]),
-    # the pass band of each policy: the build's reference policy (run_id '') and every evaluation run
-    "bands": pa.schema([
-        ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("run_id", pa.string()),
-        ("pass_rate", pa.float64()), ("passes", pa.int32()), ("rollouts", pa.int32()),
-    ]),
-    # a world whose last build failed: one row while it stays so (cleared when a build publishes it); a
-    # world published before keeps its bundle, and `kept_world_json_sha256` names the bundle that stays
-    "failed_builds": pa.schema([
-        ("stage", pa.string()), ("check_name", pa.string()), ("reason", pa.string()), ("inputs", pa.string()),
-        ("kept_world_json_sha256", pa.string()),
-    ]),
-}
 PER_POLICY = ("rollouts", "traces")  # one file per policy inside a world's folder
-TABLES = tuple(SCHEMAS)
 
 
 class CatalogError(ValueError):
@@ -196,17 +136,6 @@ def write_cost_rows(catalog_root: Path, world_id: str, costs: dict[str, Any]) ->
     """One row per stage that has run for this world (a failed world's spend is still recorded)."""
     rows = [{"stage": stage, **cost.model_dump()} for stage, cost in sorted(costs.items())]
     _write_partition(catalog_root, "costs", world_id, rows)
-
-
-def write_policy_rows(catalog_root: Path, table: str, world_id: str, policy: str, rows: list[dict[str, Any]]) -> Path:
-    """Replace one policy's file in one world's partition of `rollouts` or `traces`."""
-    folder = catalog_root / table / f"world_id={world_id}"
-    folder.mkdir(parents=True, exist_ok=True)
-    name = "part-" + "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in policy) + ".parquet"
-    tmp = folder / f".{name}.tmp-{os.getpid()}"
-    pq.write_table(pa.Table.from_pylist(rows, schema=SCHEMAS[table]), tmp, compression="zstd")
-    os.replace(tmp, folder / name)
-    return folder / name
 
 
 def read_world_rows(catalog_root: Path, table: str, world_id: str, policy: str | None = None) -> list[dict[str, Any]]:

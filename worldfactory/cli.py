@@ -731,7 +731,7 @@ def cmd_page(args: argparse.Namespace) -> int:
     from worldfactory.generate.page import bundle_page
 
     bundle = resolve_world(args.world, _root(args))
-    page = bundle_page(bundle)
+    page = bundle_page(bundle, [s.name for s in STAGES])
     from worldfactory.evals.summary import summaries
 
     wid = json.loads((bundle / "world.json").read_text())["world_id"]

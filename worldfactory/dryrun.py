@@ -172,7 +172,8 @@ def dry_run_files(paths: list[Path], templates: Path | None = None) -> DryRun:
     """The dry run of every domain pack among the files (modules and company types have none of their own),
     against the templates folder each sits in, as check_files reads it."""
     from worldfactory.packs import _kind_of
-    from worldfactory.templates import DEFAULT_TEMPLATES, _read_yaml, load_model, load_templates
+    from worldfactory.template_files import DEFAULT_TEMPLATES, _read_yaml, load_model
+    from worldfactory.templates import load_templates
 
     out = DryRun()
     for path in paths:

@@ -27,7 +27,17 @@ from worldfactory.constraints import check_pack_constraints
 from worldfactory.expressions import is_expression, references
 from worldfactory.fill import fill
 from worldfactory.packsql import refusal
-from worldfactory.spec import NAME_PATTERN, ColumnDef, CompanyType, DomainPack, Module, Param, TableDef, Transition
+from worldfactory.spec import (
+    NAME_PATTERN,
+    ColumnDef,
+    CompanyType,
+    DomainPack,
+    Module,
+    Param,
+    TableDef,
+    Transition,
+    has_name,
+)
 
 ANCHOR = "$anchor"
 NAME_RE = re.compile(NAME_PATTERN)
@@ -358,8 +368,6 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
 def _check_ref_param(rep: Report, loc: str, p: Param, scope: Scope) -> None:
     """A parameter that is the id of a row of another table: an integer, into a table the pack reaches whose
     records a person can name (tasks say the record by its label and search for its id)."""
-    from worldfactory.generate.tasks.words import has_name
-
     target = _table_ref(rep, f"{loc}.ref", p.ref or "", scope, "ref")
     if p.type != "integer":
         rep.add(f"{loc}.type", f"a ref parameter holds the id of a row of '{p.ref}', so its type must be "
@@ -494,9 +502,9 @@ def check_domain(path: Path, domain: DomainPack, modules: dict[str, Module]) -> 
 def check_row_products(path: Path, domain: DomainPack, modules: dict[str, Module], scale: float) -> list[str]:
     """`check-pack`: the rows each table can get as products down per_parent chains, with every module the
     pack may compose, at the largest scale a world of it can have, held to the seed stage's bounds
-    (worldfactory.generate.data). Not part of check_set: a pack past them is still loaded, and refused
+    (worldfactory/row_bounds.py). Not part of check_set: a pack past them is still loaded, and refused
     by the seed stage of the world that would make the rows."""
-    from worldfactory.generate.data import MAX_TABLE_ROWS, most_rows, world_rows_problem
+    from worldfactory.row_bounds import MAX_TABLE_ROWS, most_rows, world_rows_problem
 
     rep = Report(path)
     composed = [modules[n] for n in (*domain.modules, *domain.optional_modules) if n in modules]
@@ -526,8 +534,8 @@ def check_row_products(path: Path, domain: DomainPack, modules: dict[str, Module
 def undeclared_dates(path: Path, tables: list[TableDef]) -> list[str]:
     """`check-pack`: every date column says what its date means on the world's clock (`date_meaning`), so the
     seed stage, the realism audit and the task families need not guess from its name. Not part of check_set:
-    a drafted or older pack without them still loads, its meanings inferred (worldfactory/audit.py)."""
-    from worldfactory.audit import date_meaning
+    a drafted or older pack without them still loads, its meanings inferred (worldfactory/dates.py)."""
+    from worldfactory.dates import date_meaning
 
     rep = Report(path)
     for i, t in enumerate(tables):
@@ -614,8 +622,8 @@ def _kind_of(path: Path, data: Any) -> str:
 def check_files(paths: list[Path], templates: Path | None = None) -> list[str]:
     """Validate pack files without building: shape, then cross-references against the templates
     folder each file sits in (or `templates`, or the project's world_templates/ for a loose file)."""
-    from worldfactory.seeds import SCALE_SPREAD
-    from worldfactory.templates import DEFAULT_TEMPLATES, TemplateError, _load_dir, _read_yaml, load_model
+    from worldfactory.draws import SCALE_SPREAD
+    from worldfactory.template_files import DEFAULT_TEMPLATES, TemplateError, _load_dir, _read_yaml, load_model
 
     lines: list[str] = []
     for path in paths:

@@ -6,22 +6,21 @@ generator version, and every random choice in every stage flows from it.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from dataclasses import dataclass
 from datetime import date, timedelta
-from pathlib import Path
 
 from worldfactory import GENERATOR_VERSION
+from worldfactory.draws import SCALE_SPREAD, generation_seed, stage_rng
 from worldfactory.spec import Brief, CompanyType, DomainPack
 from worldfactory.templates import TemplateSet
+from worldfactory.variants import variation
 
 # World IDs: \Z, not $ (which also matches before a final newline: "x--v001\n" was accepted, then broke
 # every path and catalog partition that named it). world_id_problem is the one check of the form.
 WORLD_ID_RE = re.compile(r"^(?P<domain>[a-z0-9-]+)\.(?P<company>[a-z0-9-]+)--v(?P<variant>\d{3})\Z")
 EPOCH = date(2026, 1, 1)
-SCALE_SPREAD = (0.9, 1.15)  # a world's scale is its company type's times a draw from this range
 BRIEF_PREFIX = "brief"
 BRIEF_ID_RE = re.compile(rf"^{BRIEF_PREFIX}\.(?P<slug>[a-z0-9][a-z0-9-]*)--v(?P<variant>\d{{3}})\Z")
 
@@ -83,16 +82,6 @@ def parse_world_id(world_id: str, templates: TemplateSet) -> WorldId:
     return wid
 
 
-def generation_seed(world_id: str, version: str = GENERATOR_VERSION) -> int:
-    digest = hashlib.sha256(f"{world_id}|{version}".encode()).hexdigest()
-    return int(digest[:16], 16)
-
-
-def stage_rng(seed: int, stage: str) -> random.Random:
-    """An independent, reproducible random stream per stage (str seeds hash with sha512)."""
-    return random.Random(f"{seed}:{stage}")
-
-
 def seed_types(templates: TemplateSet) -> list[str]:
     """Every seed type the catalog builds, in catalog order."""
     return [f"{d}.{c}" for d in templates.catalog.domains for c in templates.catalog.company_types]
@@ -118,39 +107,6 @@ def expand_seed(world_id: str, templates: TemplateSet) -> Brief:
     """Deterministically expand a catalog world ID into a Brief."""
     wid = parse_world_id(world_id, templates)
     return _expand(str(wid), wid.domain, wid.company_type, wid.variant, templates)
-
-
-def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None = None,
-                 pack: DomainPack | None = None) -> Brief:
-    """A world ID of either kind: a catalog seed, or `brief.<file stem>--v<NNN>` from a brief file.
-
-    A free-text brief (`<slug>.md`) has no domain pack of its own: `pack` is the one drafted for it."""
-    check_world_id(world_id)
-    if world_id.startswith(f"{BRIEF_PREFIX}."):
-        from worldfactory.briefs import (
-            brief_path,
-            is_text_brief,
-            load_brief_file,
-            load_text_brief,
-            parse_brief_world_id,
-            templates_with,
-        )
-
-        slug, variant = parse_brief_world_id(world_id)
-        if briefs_dir is None:
-            raise SeedError(f"'{world_id}' comes from a brief file, but no briefs folder was given")
-        path = brief_path(briefs_dir, slug)
-        if is_text_brief(path):
-            if pack is None:
-                raise SeedError(f"'{world_id}': {path} is a free-text brief; its domain pack is drafted first")
-            tb = load_text_brief(path, templates)
-            return _expand(world_id, pack.name, tb.company_type, variant, templates_with(templates, pack),
-                           company_name=tb.company_name, rule_overrides=tb.rules)
-        bf = load_brief_file(path, templates)
-        return _expand(world_id, bf.domain, bf.company_type, variant, templates,
-                       company_name=bf.company_name, rule_overrides=bf.rules, task_mix=bf.task_mix or None,
-                       scale=bf.scale, distractors=bf.distractors, twins=bf.twins)
-    return expand_seed(world_id, templates)
 
 
 def company_name_for(world_id: str, domain: DomainPack, ctype: CompanyType, words: list[str], variant: int) -> str:
@@ -185,8 +141,6 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
     drawn_name = company_name_for(world_id, domain, ctype, vocab.company_words, variant)
     clock = EPOCH + timedelta(days=rng.randint(0, 300))
     modules = list(domain.modules) + [m for m in domain.optional_modules if m in ctype.extra_modules]
-    from worldfactory.variants import variation  # variants draw from this module's seeds
-
     structure = variation(domain, ctype, templates, variant, seed)
     modules += structure.extra_modules
 

@@ -36,6 +36,7 @@ NAME_PATTERN = r"^[a-z][a-z0-9_]{0,62}$"
 
 
 MAX_ITEMS = 1000  # items of one list or mapping in a pack (hand-written packs use at most 80)
+ACTOR_ID = 1  # the acting user (the runtime's ToolDB actor, `$actor` in packs): the agent's own account
 MAX_TEXT = 4000  # characters of one string in a pack (hand-written packs use at most about 400)
 
 
@@ -657,6 +658,12 @@ class TableDef(Strict):
             if c.name == name:
                 return c
         raise KeyError(f"{self.name}.{name}")
+
+
+def has_name(table: TableDef) -> bool:
+    """Whether a person can name the table's records: a unique label the search tool filters on (the task
+    families name records this way; `check-pack` holds a ref parameter's table to it)."""
+    return bool(table.label) and table.column(table.label).unique and table.label in table.search
 
 
 class Rule(Strict):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from worldfactory.seeds import generation_seed, stage_rng
+from worldfactory.draws import generation_seed, stage_rng
 from worldfactory.spec import CompanyType, DomainPack, TableDef
 from worldfactory.templates import TemplateSet
 

@@ -89,7 +89,7 @@ def _check_row_products(pack: DomainPack, reachable: dict[str, TableDef], scale:
     """The rows each table can get, as products down per_parent chains at the brief's scale, held to the
     bounds the seed stage holds every world to (worldfactory.generate.data): said now, so the model can
     lower them, rather than by a failed build."""
-    from worldfactory.generate.data import MAX_TABLE_ROWS, MAX_WORLD_ROWS, table_rows
+    from worldfactory.row_bounds import MAX_TABLE_ROWS, MAX_WORLD_ROWS, table_rows
 
     most: dict[str, int] = {}
 

@@ -20,18 +20,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from worldfactory.briefs import TextBrief, templates_with
+from worldfactory.briefs import TextBrief, expand_world, templates_with
 from worldfactory.drafting.checks import MAX_ROWS, MAX_TABLES, PACK_FILE, check_drafted
 from worldfactory.drafting.client import ChatClient, Reply
 from worldfactory.drafting.config import LLMConfig
 from worldfactory.drafting.prompt import brief_message, draft_request, repair_message, system_message
 from worldfactory.drafts import BRIEF_STAGE, RECORD, Attempt, DraftRecord, Failure, pack_bytes
 from worldfactory.packs import check_domain
-from worldfactory.seeds import expand_world
 from worldfactory.spec import DomainPack
 from worldfactory.stages import STAGES
 from worldfactory.stages.core import BuildContext, WorkDir, run_make, run_prove
-from worldfactory.templates import TemplateSet, _format_errors
+from worldfactory.template_files import _format_errors
+from worldfactory.templates import TemplateSet
 
 
 @dataclass

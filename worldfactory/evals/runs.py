@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
 from worldfactory import GENERATOR_VERSION
-from worldfactory.catalog import SCHEMAS, write_policy_rows
+from worldfactory.catalog_files import SCHEMAS, write_policy_rows
 from worldfactory.rollouts import Rollout, RolloutConfig, _rollout, _step_row, curate, dumps_sorted, pass_rates
 from worldfactory.runtime.world import WorldError
 

@@ -10,29 +10,24 @@ from __future__ import annotations
 import random
 import re
 import sqlite3
-from collections.abc import Iterable
 from datetime import date, timedelta
 from typing import Any
 
 from worldfactory import packsql
-from worldfactory.audit import audit_db, date_meaning, is_done, origin_column, parent_refs
+from worldfactory.audit import audit_db, is_done, origin_column, parent_refs
 from worldfactory.constraints import Fitter
+from worldfactory.dates import date_meaning
 from worldfactory.fill import numbered
 from worldfactory.generate.schema import schema_sql
+from worldfactory.row_bounds import MAX_TABLE_ROWS, most_rows, table_rows, world_rows_problem
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, SourcedInvariant, TableDef, Vocabulary, WorldSpec
+from worldfactory.spec import ACTOR_ID, ColumnDef, SourcedInvariant, TableDef, Vocabulary, WorldSpec
 from worldfactory.templates import TemplateError
 
 EMAIL_DOMAINS = ["mail.example", "inbox.example", "post.example", "letters.example"]
 UNIQUE_TRIES = 200
-UNSCALED_BELOW = 10  # tiny reference tables (roles, departments) keep their declared size
-# Bounds on the rows a world can get, counted before any row is made: the catalog's 2,000 worlds reach at
-# most 4,764 in one table and 13,670 in all (products down per_parent chains, at their scale).
-MAX_TABLE_ROWS = 25_000
-MAX_WORLD_ROWS = 60_000
 
 
-ACTOR_ID = 1  # the acting user (the runtime's ToolDB actor, `$actor` in packs): the agent's own account
 
 
 class SeedDataError(ValueError):
@@ -310,46 +305,6 @@ def _rule_rows(spec: WorldSpec) -> list[dict[str, Any]]:
     ]
 
 
-def table_rows(table: TableDef, scale: float) -> int:
-    """How many rows a table without a parent gets at this scale."""
-    declared = table.rows or 0
-    return declared if declared < UNSCALED_BELOW else max(1, round(declared * scale))
-
-
-def most_rows(tables: Iterable[TableDef], scale: float, rule_count: int, anchor: str | None = None) -> dict[str, int]:
-    """The most rows each table can get, as products down per_parent chains (a child gets up to count[1]
-    rows for every parent row, whatever its `where`); `$anchor` parents are `anchor`. For the seed stage
-    and for `check-pack`, so a hand-written pack hears of a chain that is too big before it is built."""
-    by_name = {t.name: t for t in tables}
-    most: dict[str, int] = {}
-
-    def rows(t: TableDef, depth: int = 0) -> int:
-        if t.name not in most:
-            pp = t.per_parent
-            if t.fill:  # a handbook has a section per rule and per guarded step: at most two per rule
-                most[t.name] = rule_count if t.fill == "rules" else 2 * rule_count
-            elif pp is None:
-                most[t.name] = table_rows(t, scale)
-            else:
-                parent = by_name.get(anchor if pp.table == "$anchor" and anchor else pp.table)
-                most[t.name] = 0 if parent is None or depth > len(by_name) else rows(parent, depth + 1) * pp.count[1]
-        return most[t.name]
-
-    for t in by_name.values():
-        rows(t)
-    return most
-
-
-def world_rows_problem(most: dict[str, int]) -> str:
-    """Why these tables together are past MAX_WORLD_ROWS, or ''."""
-    total = sum(most.values())
-    if total <= MAX_WORLD_ROWS:
-        return ""
-    big = ", ".join(f"{n} {c:,}" for n, c in sorted(most.items(), key=lambda kv: -kv[1])[:3])
-    return (f"the tables can get up to {total:,} rows together (largest: {big}); a world has at "
-            f"most {MAX_WORLD_ROWS:,}: lower 'rows' or 'per_parent.count'")
-
-
 def row_bound_problems(spec: WorldSpec) -> list[str]:
     """A table past MAX_TABLE_ROWS or a world past MAX_WORLD_ROWS (see most_rows) is refused before any row
     is made, naming the table's field and the bound."""
@@ -437,13 +392,6 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary, fit: bool = True) -> bytes
         return conn.serialize()
     finally:
         conn.close()
-
-
-def fetch_dicts(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-    """Rows as dicts keyed by column name (build stages read the seed this way)."""
-    cur = conn.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def open_image(image: bytes) -> sqlite3.Connection:

@@ -26,7 +26,7 @@ from worldfactory.fill import fill
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import Guard, TableDef, Transition, WorldSpec
 
-from .data import fetch_dicts
+from .rows import fetch_dicts
 from .tasks.words import a_or_an
 from .workflow import guard_holds
 

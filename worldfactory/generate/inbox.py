@@ -24,9 +24,9 @@ from datetime import date, timedelta
 from typing import Any, Literal
 
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import TableDef, Transition, WorldSpec
+from worldfactory.spec import ACTOR_ID, TableDef, Transition, WorldSpec
 
-from .data import ACTOR_ID, fetch_dicts
+from .rows import fetch_dicts
 from .workflow import guards_hold, render_verb, task_value, with_related
 
 GROUPS = 6  # inbox tasks per world: one per group

@@ -298,13 +298,15 @@ h3{margin:14px 0 4px}
 """
 
 
-def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, Any]] | None = None) -> str:
+def world_page(folder: Path, manifest: dict[str, Any], stages: list[str],
+               traces: list[dict[str, Any]] | None = None) -> str:
     """The page of the world whose stage files are in `folder` (a work folder or a published bundle).
 
     `manifest` is world.json as the bundle stage has it before the page is added: its `files` list
     every other file but world.json itself. `worldfactory page` passes the published world.json
     with `index.html` taken out, and gets the same bytes. `traces`: the folder's traces file, already
-    read (traces_file_lines), by a caller that needs it too.
+    read (traces_file_lines), by a caller that needs it too. `stages`: the build's stage names in order (the
+    cost table's rows; the registry, worldfactory.stages, imports the stage that calls this).
     """
     spec = parsed_spec((folder / "spec.json").read_bytes())
     b = spec.brief
@@ -422,9 +424,7 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
             _table(["mutant kind", "mutants", "caught", "missed", "equivalent"],
                    [[k, v["mutants"], v["caught"], v["missed"], v["equivalent"]] for k, v in sorted(kinds.items())],
                    "validity")]
-    from worldfactory.stages import STAGES  # the registry imports this module's stage: read it at run time
-
-    order = {st.name: i for i, st in enumerate(STAGES)}
+    order = {name: i for i, name in enumerate(stages)}
     costs = dict(sorted(manifest.get("costs", {}).items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     out += ['<h2 id="cost">Cost per stage</h2>',
             _table(["stage", "prompt tokens", "completion tokens", "cost (USD)", "corrections"],
@@ -451,8 +451,9 @@ def world_page(folder: Path, manifest: dict[str, Any], traces: list[dict[str, An
     return "\n".join(out)
 
 
-def bundle_page(bundle: Path) -> str:
-    """The page of a published bundle, from its files: the same bytes as its index.html."""
+def bundle_page(bundle: Path, stages: list[str]) -> str:
+    """The page of a published bundle, from its files: the same bytes as its index.html (`stages`: the build's
+    stage names in order, as world_page)."""
     manifest = json.loads((bundle / "world.json").read_text())
     manifest["files"] = {k: v for k, v in manifest["files"].items() if k != PAGE}
-    return world_page(bundle, manifest)
+    return world_page(bundle, manifest, stages)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from worldfactory.generate.data import fetch_dicts as _rows
 from worldfactory.generate.data import open_image
+from worldfactory.generate.rows import fetch_dicts as _rows
 from worldfactory.generate.tools import ParamSpec, ToolSpec
 from worldfactory.generate.workflow import guard_holds, guards_hold, id_param, task_value, with_related
 from worldfactory.seeds import stage_rng

@@ -26,10 +26,11 @@ from typing import Any
 
 from worldfactory.audit import audit_db
 from worldfactory.fill import numbered
+from worldfactory.row_bounds import table_rows
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import TableDef, Vocabulary, WorldSpec
 
-from .data import fetch_dicts, table_rows
+from .rows import fetch_dicts
 
 MAX_TABLES = 2  # tables of one kind that get twins
 SHIFT_DAYS = (2, 9)  # how many days later a dated twin is

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 from worldfactory.expressions import evaluate
 from worldfactory.fill import numbered
+from worldfactory.spec import ACTOR_ID
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -54,7 +55,7 @@ def _rows(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
 class ToolDB:
     """A tool's view of the episode database."""
 
-    def __init__(self, conn: sqlite3.Connection, clock: str, actor_id: int = 1) -> None:
+    def __init__(self, conn: sqlite3.Connection, clock: str, actor_id: int = ACTOR_ID) -> None:
         self._conn = conn
         self.today = clock
         self.actor = actor_id

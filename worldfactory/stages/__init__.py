@@ -31,6 +31,7 @@ STAGES: tuple[Stage, ...] = (
 )
 STAGE_BY_NAME = {s.name: s for s in STAGES}
 BUNDLE_FILES = tuple(name for s in STAGES for name in s.writes)  # what a published bundle holds, in order
+S.register_stages(STAGES)  # world_bundle reads the whole list (stages/core.py registered_stages)
 
 
 # --- the confined worker's side of a stage step (stages/core.py run_stage sends it) ----------------------

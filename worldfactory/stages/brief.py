@@ -14,9 +14,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from worldfactory.briefs import model_from_env, templates_with
+from worldfactory.briefs import expand_world, model_from_env, templates_with
 from worldfactory.drafts import RECORD, DraftRecord, draft_folder, pack_bytes, read_draft, text_brief_file
-from worldfactory.seeds import expand_world
 from worldfactory.spec import Brief, DomainPack
 from worldfactory.stages.core import BuildContext, Stage, StageError
 from worldfactory.templates import TemplateSet

@@ -17,7 +17,7 @@ from worldfactory.generate.bundle import COVERAGE_FLOOR, publish, sha256, world_
 from worldfactory.generate.page import PAGE, PageError, world_page
 from worldfactory.generate.tools import tool_specs
 from worldfactory.runtime.world import load_json
-from worldfactory.stages.core import BuildContext, Proof, Stage, StageError
+from worldfactory.stages.core import BuildContext, Proof, Stage, StageError, registered_stages
 
 STAGED = "bundle"  # the work folder's subfolder holding the bundle between its make and its publish
 TRACES = "world_bundle.traces"  # BuildContext.cache key (with the world ID): its traces' lines, read by make
@@ -25,10 +25,8 @@ TRACES = "world_bundle.traces"  # BuildContext.cache key (with the world ID): it
 
 def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
     """Every upstream stage must be proven, on exactly the files now in the work folder."""
-    from worldfactory.stages import STAGES  # the registry lists this module: read it at run time
-
     proofs: dict[str, Proof] = {}
-    for stage in STAGES[:-1]:
+    for stage in registered_stages()[:-1]:
         proof = ctx.work.proof(stage.name)
         if proof is None:
             raise StageError(f"{ctx.world_id}: {stage.name} has not been proven; run its check "
@@ -44,11 +42,11 @@ def _require_proofs(ctx: BuildContext) -> dict[str, Proof]:
 
 def make_bundle(ctx: BuildContext) -> dict[str, int]:
     from worldfactory.rollouts import traces_file_lines
-    from worldfactory.stages import BUNDLE_FILES, STAGES
-
+    stages = registered_stages()
+    bundle_files = tuple(name for s in stages for name in s.writes)
     proofs = _require_proofs(ctx)
     spec = ctx.spec(STAGE.name)
-    files = ctx.work.files(tuple(name for s in STAGES[:-1] for name in s.writes))
+    files = ctx.work.files(tuple(name for s in stages[:-1] for name in s.writes))
     tools = tool_specs(spec)
     served = load_json(files["verifiers.json"])
     tasks = [t for t in ctx.tasks(STAGE.name) if t.task_id in served["tasks"]]
@@ -57,7 +55,7 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     v = proofs["world_verifiers"].details
     verification = {"tasks": int(v["tasks"]), "oracle_pass": int(v["oracle_pass"]), "null_pass": int(v["null_pass"])}
     manifest = world_manifest(spec, files, tools, tasks, int(seed["rows"]), verification, ctx.inputs,
-                              [s.name for s in STAGES])
+                              [s.name for s in stages])
     manifest["verifier_validity"] = served.get("validity", {})
     ends = proofs["world_tasks"].details  # the realism audit, blocking in both stages: recorded, always 0 here
     manifest["audit"] = {"seed_violations": int(seed.get("audit_violations", 0)),
@@ -80,7 +78,8 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     manifest["files"]["README.md"] = sha256(readme)
     ctx.work.write("README.md", readme)
     try:
-        page = world_page(ctx.work.path, manifest, traces).encode()  # after README.md: the page lists its hash
+        # after README.md: the page lists its hash
+        page = world_page(ctx.work.path, manifest, [s.name for s in stages], traces).encode()
     except PageError as exc:
         raise StageError(f"{ctx.world_id}: the world page: {exc}") from None
     manifest["files"][PAGE] = sha256(page)
@@ -91,10 +90,10 @@ def make_bundle(ctx: BuildContext) -> dict[str, int]:
     staged = ctx.work.path / STAGED  # the bundle as it will be published: proven here, then moved into place
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir()
-    for name in BUNDLE_FILES:
+    for name in bundle_files:
         shutil.copyfile(ctx.work.path / name, staged / name)
     ctx.cache[f"{TRACES}/{ctx.world_id}"] = traces  # publish_bundle writes the catalog rows from them, in this process
-    return {"files": len(BUNDLE_FILES), "bytes": sum((staged / n).stat().st_size for n in BUNDLE_FILES)}
+    return {"files": len(bundle_files), "bytes": sum((staged / n).stat().st_size for n in bundle_files)}
 
 
 def check_coverage(world_id: str, manifest: dict[str, Any]) -> float:

@@ -211,6 +211,24 @@ class Stage:
         return (self.check, *(g.check for g in self.gates))
 
 
+_REGISTERED: list[Stage] = []  # STAGES, in order, as stages/__init__.py hands them down (register_stages)
+
+
+def register_stages(stages: tuple[Stage, ...]) -> None:
+    """The registry (stages/__init__.py) hands STAGES down once it has them, so the one stage that needs the
+    whole list (world_bundle: every upstream proof, the bundle's files, the manifest's cost rows) reads it here
+    instead of importing the registry that imports it."""
+    _REGISTERED[:] = stages
+
+
+def registered_stages() -> tuple[Stage, ...]:
+    """STAGES in order; the package worldfactory.stages registers them when it is imported, which importing
+    any of its modules does first."""
+    if not _REGISTERED:
+        raise StageError("no stages registered: worldfactory/stages/__init__.py registers STAGES")
+    return tuple(_REGISTERED)
+
+
 def run_stage(stage: Stage, kind: str, ctx: BuildContext) -> Any:
     """A stage's make or prove: in the confined worker when its declaration says that step executes
     generated code (Stage.confined; world_tools' proof runs the probes job itself), else here. The

@@ -20,12 +20,12 @@ from typing import Any
 from worldfactory.fill import fill
 from worldfactory.requester import ASK_TOOL
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import Param, TableDef, ToolCall, Transition
+from worldfactory.spec import Param, TableDef, ToolCall, Transition, has_name
 
 from ..workflow import guards_hold, id_param, say_value, task_value
 from .builder import TaskBuilder
 from .driver import Plan, Stream
-from .words import cap, has_name, of_parent
+from .words import cap, of_parent
 
 FAMILY = "ask"
 QUOTA = 8

@@ -17,14 +17,26 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, NamedTuple
 
-from worldfactory.audit import date_meaning
+from worldfactory.dates import date_meaning
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ColumnDef, Difficulty, Param, TableDef, Task, ToolCall, Transition, Vocabulary, WorldSpec
+from worldfactory.spec import (
+    ColumnDef,
+    Difficulty,
+    Param,
+    TableDef,
+    Task,
+    ToolCall,
+    Transition,
+    Vocabulary,
+    WorldSpec,
+    has_name,
+)
 
-from ..data import draw_value, fetch_dicts, open_image
+from ..data import draw_value, open_image
+from ..rows import fetch_dicts
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, related_reads, task_value, with_related
 from .clock import clock_refusal
-from .words import cap, has_name, human, in_state, of_parent, tool_name, when
+from .words import cap, human, in_state, of_parent, tool_name, when
 
 SEARCH_MAX = 500  # the largest page a plan asks a search tool for
 ATTRIBUTE_SHARE = 0.45  # of main records named by what a person knows of them, where that names one record

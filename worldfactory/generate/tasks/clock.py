@@ -8,14 +8,15 @@ A task is drawn only where the clock allows the action it asks for (issue 31). A
 - `schedule_past`: it schedules (SCHEDULE_STATUSES) a record whose plan date has already passed;
 - `param_past` / `param_ahead`: it writes a parameter into a plan date before today, or into an event date
   after today.
-Dates are read by their meaning (worldfactory/audit.py `date_meaning`); a record with no such date is allowed.
+Dates are read by their meaning (worldfactory/dates.py `date_meaning`); a record with no such date is allowed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from worldfactory.audit import DONE_STATUSES, date_meaning
+from worldfactory.audit import DONE_STATUSES
+from worldfactory.dates import date_meaning
 from worldfactory.spec import TableDef, Transition
 
 LAPSE_STATUSES = frozenset({"overdue", "past_due", "expired", "lapsed", "missed", "no_show", "defaulted"})

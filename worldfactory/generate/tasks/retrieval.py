@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from worldfactory.spec import ToolCall
+from worldfactory.spec import ToolCall, has_name
 
 from .builder import SEARCH_MAX, TaskBuilder
 from .driver import Plan, Pools
-from .words import has_name, human, in_state, of_parent
+from .words import human, in_state, of_parent
 
 FAMILY = "retrieval"
 QUOTA = 20

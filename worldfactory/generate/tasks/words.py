@@ -54,11 +54,6 @@ def a_or_an(word: str) -> str:
     return "an"
 
 
-def has_name(table: TableDef) -> bool:
-    """Whether a person can name the table's records: a unique label the search tool filters on."""
-    return bool(table.label) and table.column(table.label).unique and table.label in table.search
-
-
 def of_parent(col: ColumnDef, parent: TableDef, said: str) -> str:
     """A record's link to its parent through a reference column: "of policyholder X" when the column
     is just the parent's name, "requested by user X" when it is a verb's agent, else "whose leasing agent is
