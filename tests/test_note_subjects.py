@@ -43,3 +43,15 @@ def test_every_subject_id_names_the_table_it_points_at(world: World) -> None:
         if table in world.norm and "subject_id" in world.norm[table].refs:
             assert named.group(1) == world.norm[table].refs["subject_id"], (tool["name"], param["description"])
     assert found, "no tool takes a subject_id"
+
+
+def test_a_workflow_note_reads_like_the_domain(world: World) -> None:
+    """A note a task asks for is in the domain's own wording (the pack's `texts: notes.body`, which its seeded
+    notes are drawn from): not "Customer informed of the next steps" on a paycheck."""
+    gen = world.spec.table("notes").column("body").gen
+    assert isinstance(gen, dict) and gen.get("choice"), "the example's pack gives its notes no wording of its own"
+    domain = set(gen["choice"])
+    notes = [c.args["body"] for t in world.tasks.values() if t.family == "workflow"
+             for c in t.oracle if c.tool == "create_note"]
+    assert notes, "the example world has no workflow note to check"
+    assert set(notes) <= domain, sorted(set(notes) - domain)

@@ -21,9 +21,17 @@ PHRASES = [
     "Handle {anchor}. First {create}. Then leave a note on the {anchor_kind} (\"{note}\") and {notify}.",
     "Please {create} for {anchor}, note \"{note}\" on the {anchor_kind} itself, and {notify}.",
 ]
-NOTE_TEXTS = ["Reviewed with the team today", "Customer informed of the next steps", "Checked against policy",
-              "Follow-up scheduled with the owner", "Documents requested from the client"]
+# Neutral wording, for a pack that gives its notes none of its own (`texts: notes.body`).
+NOTE_TEXTS = ["Reviewed with the team today", "Checked against policy", "Follow-up scheduled with the owner"]
 NEEDED_TOOLS = {"create_note", "create_email"}
+
+
+def note_texts(b: TaskBuilder) -> list[str]:
+    """What a note says: the domain's own note wording, the texts its seeded notes are drawn from, so a note on
+    a paycheck reads like payroll and not like customer service; else neutral wording."""
+    gen = b.spec.table("notes").column("body").gen
+    choice = gen.get("choice") if isinstance(gen, dict) else None
+    return [str(x) for x in choice] if choice else NOTE_TEXTS
 
 
 def candidates(b: TaskBuilder) -> Stream:
@@ -47,7 +55,7 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     if made_args is None:
         return None
     args, said, lookups = made_args
-    note = b.rng.choice(NOTE_TEXTS)
+    note = b.rng.choice(note_texts(b))
     told = b.notify(anchor, row, f"new {table.singular}", addr.text)
     if told is None:
         return None
