@@ -51,6 +51,8 @@ class BriefFile(Strict):
     scale: float | None = Field(default=None, gt=0.1, le=MAX_SCALE)
     distractors: float = Field(default=0.0, ge=0.0, le=1.0)  # share of names given a look-alike's first word
     twins: int | None = Field(default=None, ge=0, le=3)  # near-duplicate pairs per kind (None: the variant's own)
+    refusals: int = Field(default=1, ge=1, le=8)  # rule-decided tasks: refused candidates drawn per allowed one
+    named: bool = False  # families keep only tasks that find a record by a name of several words
     origin: str = Field(default="", max_length=2000)  # why the brief exists (the run and causes it targets)
 
 
@@ -241,5 +243,6 @@ def expand_world(world_id: str, templates: TemplateSet, briefs_dir: Path | None 
         bf = load_brief_file(path, templates)
         return _expand(world_id, bf.domain, bf.company_type, variant, templates,
                        company_name=bf.company_name, rule_overrides=bf.rules, task_mix=bf.task_mix or None,
-                       scale=bf.scale, distractors=bf.distractors, twins=bf.twins)
+                       scale=bf.scale, distractors=bf.distractors, twins=bf.twins,
+                       refusals=bf.refusals, named=bf.named)
     return expand_seed(world_id, templates)

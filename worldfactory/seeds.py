@@ -126,10 +126,11 @@ def company_name_for(world_id: str, domain: DomainPack, ctype: CompanyType, word
 def _expand(world_id: str, domain_name: str, company_type: str, variant: int, templates: TemplateSet,
             company_name: str | None = None, rule_overrides: dict[str, float] | None = None,
             task_mix: dict[str, float] | None = None, scale: float | None = None,
-            distractors: float = 0.0, twins: int | None = None) -> Brief:
+            distractors: float = 0.0, twins: int | None = None, refusals: int = 1,
+            named: bool = False) -> Brief:
     """The brief of one world; a brief file's overrides (company name, rule values, task mix, scale, look-alike
-    names, near-duplicate pairs) last, after every draw, so the draws (and the rest of the world) stay what they
-    were."""
+    names, near-duplicate pairs, refused candidates per allowed one, named records only) last, after every
+    draw, so the draws (and the rest of the world) stay what they were."""
     seed = generation_seed(world_id)
     rng = stage_rng(seed, "brief")
     domain = templates.domains[domain_name]
@@ -169,4 +170,6 @@ def _expand(world_id: str, domain_name: str, company_type: str, variant: int, te
         task_mix=dict(sorted(task_mix.items())) if task_mix else structure.task_mix,
         distractors=distractors,
         twins=structure.twins if twins is None else twins,
+        refusals=refusals,
+        named=named,
     )

@@ -780,13 +780,24 @@ class Brief(BaseModel):
     # the share of drawn person and company names that take the first word of an earlier one (a look-alike:
     # Zenith Logistics beside Zenith Textiles); a targeted brief sets it, 0 draws as before
     distractors: float = Field(default=0.0, ge=0.0, le=1.0)
+    # families where a rule decides between a step and its alternative (conditional, handbook) draw this many
+    # candidates the rule refuses per one it allows; a brief targeted at ignored rules sets it, 1 draws evenly
+    refusals: int = Field(default=1, ge=1, le=8)
+    # the families keep only tasks that find a record by a name of several words (generate/tasks/driver.py); a
+    # brief targeted at wrong records sets it
+    named: bool = False
 
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave `distractors` out while 0, so every world without look-alikes keeps its bytes."""
+        """Leave `distractors` out while 0, `refusals` while 1 and `named` while false, so every untargeted world
+        keeps its bytes."""
         data = handler(self)
         if isinstance(data, dict) and data.get("distractors", 0.0) == 0.0:
             data.pop("distractors", None)
+        if isinstance(data, dict) and data.get("refusals", 1) == 1:
+            data.pop("refusals", None)
+        if isinstance(data, dict) and not data.get("named", False):
+            data.pop("named", None)
         return data
 
 

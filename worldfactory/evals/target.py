@@ -8,13 +8,18 @@ or `worldfactory target RUN` builds it at once). What it turns up:
   (the most exposed family x MAX_MIX, a family they never failed x MIN_MIX);
 - rule values near thresholds (a rule ignored): each rule a guard compares a record's column with is set to
   that column's median over the records the guarded step may act on, so about half of them pass the rule
-  and half do not, and a policy that never reads the rules is wrong on one side or the other;
+  and half do not, and a policy that never reads the rules is wrong on one side or the other; and the
+  families where a rule decides between a step and its alternative (conditional, handbook) draw REFUSALS
+  candidates the rule refuses per one it allows (the brief's `refusals`), since doing the step asked for is
+  what a policy that ignores the rule does, and it is wrong only where the rule refuses it;
 - horizons (gave up, required write missing): a larger scale, so bulk tasks act on more records and
   workflows run longer after their first write;
 - distractors (wrong record): look-alike names (the brief's `distractors`: that share of person and company
   names take the first word of an earlier one), so a search by part of a name finds another record; the
   most near-duplicate pairs (the brief's `twins`, generate/twins.py), and the discover family, whose tasks
-  name records the way people do, beside a near-duplicate, at its largest quota.
+  name records the way people do, beside a near-duplicate, at its largest quota; and the families keep only
+  the tasks that find a record by a name of several words (the brief's `named`), where a search by part of
+  the name finds the look-alike.
 
 Nothing here draws at random: the same run gives the same briefs, byte for byte.
 """
@@ -46,6 +51,7 @@ SCALE_UP = 1.5  # horizons: the source world's scale times this (at most MAX_SCA
 DISTRACTORS = 0.6  # distractors: the share of names drawn as look-alikes
 TWINS = max(TWIN_LEVELS)  # distractors: near-duplicate pairs per kind
 LOOKALIKE_FAMILIES = ("discover",)  # distractors: families made of look-alikes, at MAX_MIX
+REFUSALS = 4  # thresholds: rule-decided candidates the rule refuses, drawn per one it allows
 THRESHOLD_CAUSES = ("rule_ignored",)
 HORIZON_CAUSES = ("gave_up", "missing_write", "looped")
 DISTRACTOR_CAUSES = ("wrong_record",)
@@ -64,6 +70,8 @@ class TargetBrief(BaseModel):
     scale: float | None
     distractors: float = 0.0
     twins: int | None = None  # None: the variant's own
+    refusals: int = 1  # rule-decided tasks: refused candidates drawn per allowed one
+    named: bool = False  # the families keep only tasks that find a record by its name
     knobs: list[str]  # what was turned up: task_mix, thresholds, horizons, distractors
 
 
@@ -152,22 +160,24 @@ def propose(data_root: Path, rid: str) -> TargetPlan:
                        LOOKALIKE_FAMILIES if lookalikes else ())
         knobs = ["task_mix"] if mix else []
         rules: dict[str, float] = {}
+        refusals = 1
         if any(c in THRESHOLD_CAUSES for c in causes):
-            rules = near_thresholds(bundle)
-            knobs += ["thresholds"] if rules else []
+            rules, refusals = near_thresholds(bundle), REFUSALS
+            knobs.append("thresholds")
         scale = None
         if any(c in HORIZON_CAUSES for c in causes):
             scale = round(min(MAX_SCALE, brief["scale"] * SCALE_UP), 3)
             knobs.append("horizons")
-        distractors, twins = 0.0, None
+        distractors, twins, named = 0.0, None, False
         if lookalikes:
-            distractors, twins = DISTRACTORS, TWINS
+            distractors, twins, named = DISTRACTORS, TWINS, True
             knobs.append("distractors")
         slug = slug_for(rid, wid)
         briefs.append(TargetBrief(world_id=f"{BRIEF_PREFIX}.{slug}--v001", source=wid,
                                   path=str(data_root / "briefs" / f"{slug}.yaml"), domain=brief["domain"],
                                   company_type=brief["company_type"], task_mix=mix, rules=rules, scale=scale,
-                                  distractors=distractors, twins=twins, knobs=knobs))
+                                  distractors=distractors, twins=twins, refusals=refusals, named=named,
+                                  knobs=knobs))
     return TargetPlan(run_id=rid, causes=causes, briefs=briefs)
 
 
@@ -194,6 +204,10 @@ def brief_text(plan: TargetPlan, t: TargetBrief) -> str:
         body["distractors"] = t.distractors
     if t.twins is not None:
         body["twins"] = t.twins
+    if t.refusals != 1:
+        body["refusals"] = t.refusals
+    if t.named:
+        body["named"] = True
     return yaml.safe_dump(body, sort_keys=True)
 
 

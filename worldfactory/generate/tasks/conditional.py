@@ -10,7 +10,7 @@ from worldfactory.spec import ToolCall
 
 from ..workflow import guards_hold, id_param, render_verb
 from .builder import TaskBuilder
-from .driver import Plan, Pools
+from .driver import Plan, Pools, refusal_weights
 from .words import cap
 
 FAMILY = "conditional"
@@ -24,7 +24,8 @@ PHRASES = [
 
 
 def candidates(b: TaskBuilder) -> Pools:
-    """Per rule-guarded transition with an alternative: a pool of rows that pass, one of rows that fail."""
+    """Per rule-guarded transition with an alternative: a pool of rows that pass, one of rows that fail (drawn
+    ``brief.refusals`` times as often: a world targeted at ignored rules asks mostly for what a rule refuses)."""
     pools: list[list[Any]] = []
     by_name = {tr.name: (t, tr) for t, tr in b.transitions()}
     for table, tr in b.transitions():
@@ -41,7 +42,7 @@ def candidates(b: TaskBuilder) -> Pools:
                 continue  # the instruction states the rule only: no other guard may decide the branch
             (yes if guards_hold(tr, row, args, b.rules, b.today) else no).append((table, tr, alt, row, args))
         pools += [yes, no]
-    return Pools(pools)
+    return Pools(pools, refusal_weights(b, [False, True] * (len(pools) // 2)))
 
 
 def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:

@@ -20,6 +20,7 @@ from typing import Any
 from worldfactory.spec import ToolCall
 
 from .builder import TaskBuilder
+from .words import has_name
 
 FAMILY_DECLARES = ("FAMILY", "QUOTA", "TRIES", "candidates", "plan")
 
@@ -43,9 +44,11 @@ class Plan:
 
 @dataclass
 class Pools:
-    """Candidates from several sources: each pool is shuffled, then drawn round-robin."""
+    """Candidates from several sources: each pool is shuffled, then drawn round-robin, ``weights[i]`` from
+    pool i per round (None: one from each)."""
 
     pools: list[list[Any]]
+    weights: list[int] | None = None
 
 
 @dataclass
@@ -56,15 +59,17 @@ class Stream:
     shuffle: bool = True
 
 
-def take(rng: random.Random, pools: list[list[Any]], quota: int) -> list[Any]:
-    """Round-robin over shuffled candidate pools, so every source contributes."""
+def take(rng: random.Random, pools: list[list[Any]], quota: int, weights: list[int] | None = None) -> list[Any]:
+    """Round-robin over shuffled candidate pools, so every source contributes (a weighted pool gives that
+    many per round)."""
     for pool in pools:
         rng.shuffle(pool)
     out: list[Any] = []
     while len(out) < quota and any(pools):
-        for pool in pools:
-            if pool and len(out) < quota:
-                out.append(pool.pop())
+        for pool, weight in zip(pools, weights or [1] * len(pools), strict=True):
+            for _ in range(weight):
+                if pool and len(out) < quota:
+                    out.append(pool.pop())
     return out
 
 
@@ -72,7 +77,7 @@ def draw(rng: random.Random, found: Pools | Stream, limit: int | None) -> list[A
     """The candidates to try, in order: at most ``limit`` of them (``None``: all)."""
     if isinstance(found, Pools):
         assert limit is not None, "pooled candidates need a limit"
-        return take(rng, found.pools, limit)
+        return take(rng, found.pools, limit, found.weights)
     if found.shuffle:
         rng.shuffle(found.items)
     return found.items if limit is None else found.items[:limit]
@@ -92,8 +97,29 @@ def run_family(b: TaskBuilder, family: ModuleType, wanted: int | None = None) ->
         if made >= wanted:
             break
         plan = family.plan(b, candidate)
+        if plan is not None and b.spec.brief.named and not names_record(b, plan.oracle):
+            continue  # a world targeted at wrong records: only tasks that name a record by its name
         if plan is not None:
             made += b.add(family.FAMILY, plan.instruction, plan.oracle, plan.target, plan.answer, plan.answer_type,
                           trap=plan.trap, distractors=plan.distractors, rules=plan.rules,
                           requester=plan.requester, declined_calls=plan.declined_calls, asked=plan.asked)
     return made
+
+
+def refusal_weights(b: TaskBuilder, refused: list[bool]) -> list[int] | None:
+    """Pool weights of a family where a rule decides between a step and its alternative: ``brief.refusals``
+    for the pools where the rule refuses the step, 1 for the rest; None (drawn evenly) while it is 1."""
+    k = b.spec.brief.refusals
+    return None if k == 1 else [k if r else 1 for r in refused]
+
+
+def names_record(b: TaskBuilder, oracle: list[ToolCall]) -> bool:
+    """Whether the plan finds a record by a name of several words (a search on its table's label), where a
+    search by part of it finds a look-alike."""
+    for call in oracle:
+        table = call.tool.removeprefix("search_")
+        if call.tool.startswith("search_") and b.spec.has_table(table) and has_name(b.spec.table(table)):
+            value = call.args.get(b.spec.table(table).label or "")
+            if isinstance(value, str) and len(value.split()) > 1:
+                return True
+    return False

@@ -18,7 +18,7 @@ from worldfactory.spec import ToolCall
 from ..handbook import TABLE, HandbookRule, handbook_rules, in_band
 from ..workflow import guards_hold, id_param, render_verb
 from .builder import TaskBuilder
-from .driver import Plan, Pools
+from .driver import Plan, Pools, refusal_weights
 from .words import cap
 
 FAMILY = "handbook"
@@ -34,7 +34,7 @@ BODY = "Applied the near-limit exception of the handbook; sent for your review."
 
 def candidates(b: TaskBuilder) -> Pools:
     """Three pools: rows the exception covers (the tool allows, the handbook forbids), rows well inside the
-    limit, and rows past it."""
+    limit, and rows past it (the two where the step is refused drawn ``brief.refusals`` times as often)."""
     if f"search_{TABLE}" not in b.tools:
         return Pools([])
     near: list[Any] = []
@@ -54,7 +54,7 @@ def candidates(b: TaskBuilder) -> Pools:
                 inside.append((hr, row, args, "inside"))
             else:
                 past.append((hr, row, args, "past"))
-    return Pools([near, inside, past])
+    return Pools([near, inside, past], refusal_weights(b, [True, False, True]))
 
 
 def plan(b: TaskBuilder, candidate: tuple[HandbookRule, dict[str, Any], dict[str, Any], str]) -> Plan | None:
