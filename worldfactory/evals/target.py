@@ -6,12 +6,16 @@ or `worldfactory target RUN` builds it at once). What it turns up:
 
 - task mix: each family's quota scaled by how often the dominant causes failed its episodes in the run
   (the most exposed family x MAX_MIX, a family they never failed x MIN_MIX);
-- rule values near thresholds (a rule ignored): each rule a guard compares a record's column with is set to
-  that column's median over the records the guarded step may act on, so about half of them pass the rule
-  and half do not, and a policy that never reads the rules is wrong on one side or the other; and the
+- rule values near thresholds (a rule ignored): each rule a guard compares a record's column with is set
+  among that column's values over the records the guarded step may act on, so that about RULE_PASS of them
+  pass the rule and the rest do not (a policy that never reads the rules does the step, wrong on the side
+  the rule refuses; a small world's rule-decided families use up every record, so this side's share is
+  theirs); the median where the comparison has no side (= or !=); and the
   families where a rule decides between a step and its alternative (conditional, handbook) draw REFUSALS
   candidates the rule refuses per one it allows (the brief's `refusals`), since doing the step asked for is
-  what a policy that ignores the rule does, and it is wrong only where the rule refuses it;
+  what a policy that ignores the rule does, and it is wrong only where the rule refuses it; and a larger
+  scale (as for horizons), so those families have the records in their states to fill the quotas the mix
+  raised (a small world runs out of them);
 - horizons (gave up, required write missing): a larger scale, so bulk tasks act on more records and
   workflows run longer after their first write;
 - distractors (wrong record): look-alike names (the brief's `distractors`: that share of person and company
@@ -51,6 +55,7 @@ SCALE_UP = 1.5  # horizons: the source world's scale times this (at most MAX_SCA
 DISTRACTORS = 0.6  # distractors: the share of names drawn as look-alikes
 TWINS = max(TWIN_LEVELS)  # distractors: near-duplicate pairs per kind
 LOOKALIKE_FAMILIES = ("discover",)  # distractors: families made of look-alikes, at MAX_MIX
+RULE_PASS = 0.25  # thresholds: the share of the records a guarded step may act on that its rule lets pass
 REFUSALS = 4  # thresholds: rule-decided candidates the rule refuses, drawn per one it allows
 THRESHOLD_CAUSES = ("rule_ignored",)
 HORIZON_CAUSES = ("gave_up", "missing_write", "looped")
@@ -108,8 +113,9 @@ def task_mix(rates: dict[str, float], most: tuple[str, ...] = ()) -> dict[str, f
 
 
 def near_thresholds(bundle: Path) -> dict[str, float]:
-    """Each rule a guard compares a record's column with, set to the median of that column over the records
-    in the states the guarded step starts from (the first such guard of a rule decides)."""
+    """Each rule a guard compares a record's column with, set among that column's values over the records in
+    the states the guarded step starts from so that about RULE_PASS of them pass (the median for = and !=;
+    the first such guard of a rule decides)."""
     spec = WorldSpec.model_validate_json((bundle / "spec.json").read_text())
     integer = {r.name: r.integer for r in spec.rules}
     out: dict[str, float] = {}
@@ -129,10 +135,19 @@ def near_thresholds(bundle: Path) -> dict[str, float]:
                         f'SELECT "{col}" FROM "{table.name}" WHERE "{table.workflow.column}" IN ({marks})',
                         tr.from_) if isinstance(v, int | float) and not isinstance(v, bool)]
                     if len(values) >= 2:
-                        out[g.rule] = _nice(statistics.median(values), integer.get(g.rule, False))
+                        out[g.rule] = _nice(passing(sorted(values), g.op), integer.get(g.rule, False))
     finally:
         conn.close()
     return dict(sorted(out.items()))
+
+
+def passing(values: list[float], op: str) -> float:
+    """The value of these (sorted) that about RULE_PASS of them pass when compared to it with `op`."""
+    if op in ("<", "<="):
+        return values[round(RULE_PASS * (len(values) - 1))]
+    if op in (">", ">="):
+        return values[round((1 - RULE_PASS) * (len(values) - 1))]
+    return statistics.median(values)
 
 
 def slug_for(run_id: str, source: str) -> str:
@@ -165,9 +180,9 @@ def propose(data_root: Path, rid: str) -> TargetPlan:
             rules, refusals = near_thresholds(bundle), REFUSALS
             knobs.append("thresholds")
         scale = None
-        if any(c in HORIZON_CAUSES for c in causes):
+        if any(c in HORIZON_CAUSES or c in THRESHOLD_CAUSES for c in causes):
             scale = round(min(MAX_SCALE, brief["scale"] * SCALE_UP), 3)
-            knobs.append("horizons")
+            knobs += ["horizons"] if any(c in HORIZON_CAUSES for c in causes) else []
         distractors, twins, named = 0.0, None, False
         if lookalikes:
             distractors, twins, named = DISTRACTORS, TWINS, True
