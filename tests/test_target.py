@@ -31,7 +31,9 @@ from worldfactory.evals.target import (
     register,
     task_mix,
 )
-from worldfactory.generate.tasks.driver import take
+from worldfactory.generate.tasks import conditional, handbook
+from worldfactory.generate.tasks.builder import TaskBuilder
+from worldfactory.generate.tasks.driver import run_family, take
 from worldfactory.rollouts import RolloutConfig
 from worldfactory.spec import WorldSpec
 from worldfactory.templates import TemplateError, load_templates
@@ -230,3 +232,24 @@ def test_bad_brief_values_and_a_changed_brief_are_refused_with_file_and_field(da
     with pytest.raises(TemplateError, match="exists with other content"):
         register(plan, ts)
     assert Path(plan.briefs[0].path).read_text() == "domain: commerce-operations\ncompany_type: startup\n"
+
+
+@pytest.mark.parametrize("family", [conditional, handbook])
+def test_refusals_weigh_the_draw_toward_what_the_rule_refuses(worlds_dir: Path, family: Any) -> None:
+    bundle = worlds_dir / "litigation-firm.national--v001"
+    spec = WorldSpec.model_validate_json((bundle / "spec.json").read_text())
+    tools = {t["name"] for t in json.loads((bundle / "tools.json").read_text())}
+    steps = {tr.name for t in spec.tables if t.workflow for tr in t.workflow.transitions
+             if tr.otherwise and any(g.rule for g in tr.guards)}
+    shares = {}
+    for refusals in (1, REFUSALS):
+        brief = spec.brief.model_copy(update={"refusals": refusals, "task_mix": {family.FAMILY: 4.0},
+                                              "rules": {**spec.brief.rules, **near_thresholds(bundle)}})
+        b = TaskBuilder(spec.model_copy(update={"brief": brief}), tools, (bundle / "seed.db").read_bytes())
+        try:
+            run_family(b, family)
+        finally:
+            b.close()
+        took = [any(c.tool in steps for c in t.oracle) for t in b.tasks]
+        shares[refusals] = 1 - sum(took) / len(took)
+    assert shares[1] < 0.65 and shares[REFUSALS] > 0.75, shares  # the share of tasks the rule refuses
