@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from worldfactory.spec import ToolCall
+from worldfactory.spec import ToolCall, has_name
 
 from .builder import TaskBuilder
-from .words import has_name
 
 FAMILY_DECLARES = ("FAMILY", "QUOTA", "TRIES", "candidates", "plan")
 
