@@ -14,6 +14,7 @@ from worldfactory.generate.handbook import TABLE, band, handbook_rules, in_band
 from worldfactory.generate.schema import build_spec
 from worldfactory.generate.twins import find_twins
 from worldfactory.generate.validity import check_task
+from worldfactory.generate.workflow import id_param
 from worldfactory.policies.base import run_policy
 from worldfactory.runtime.episode import Episode, Verdict
 from worldfactory.runtime.world import World
@@ -240,3 +241,62 @@ def test_the_handbook_is_also_an_mcp_resource(worlds: dict[str, World]) -> None:
             assert "planted section" in text and bodies[0] not in text
         else:
             assert all(body in text for body in bodies)
+
+
+def _band_tasks(world_spec: object, image: bytes, tasks: list[Task]) -> list[str]:
+    """Tasks outside the handbook family whose oracle takes a handbook step on a seed record in its band:
+    the instruction says "do it" (or states the rule alone) where the handbook says not to."""
+    conn = open_image(image)
+    steps = {hr.step.name: hr for hr in handbook_rules(world_spec, conn)}  # type: ignore[arg-type]
+    out = []
+    for task in tasks:
+        for call in task.oracle if task.family != "handbook" else []:
+            hr = steps.get(call.tool)
+            key = id_param(hr.table) if hr is not None else ""
+            rows = conn.execute(f"SELECT * FROM {hr.table.name} WHERE id = ?", (call.args.get(key),)) \
+                if hr is not None else None
+            cols = [d[0] for d in rows.description] if rows is not None else []
+            row = rows.fetchone() if rows is not None else None
+            if hr is not None and row is not None and in_band(hr, dict(zip(cols, row, strict=True)), call.args,
+                                                              world_spec.brief.rules):  # type: ignore[attr-defined]
+                out.append(task.task_id)
+                break
+    return out
+
+
+def test_no_instruction_contradicts_the_handbooks_near_limit_exception(monkeypatch: pytest.MonkeyPatch,
+                                                                       worlds: dict[str, World]) -> None:
+    """Found solving blind: "if its blocked rooms are within our maximum group block, mark it definite;
+    otherwise send it to the director" on a block of 35 rooms against a limit of 37, where the handbook says
+    34 to 37 counts as near the limit (send it to the director and email the reviewer). A conditional,
+    lookup or inbox task never takes a handbook step on a record in its band. Planted: with the check off,
+    commerce's tasks take the refund approval on near-limit returns again."""
+    from worldfactory.generate.tasks import generate_tasks
+    from worldfactory.generate.tasks.builder import TaskBuilder
+
+    for world in worlds.values():
+        assert _band_tasks(world.spec, world.seed_image, list(world.tasks.values())) == [], world.world_id
+        assert _family(world, "conditional"), world.world_id
+    world = worlds["commerce-operations.startup--v001"]
+    tools = set(world.tools_by_name)
+    assert _band_tasks(world.spec, world.seed_image, generate_tasks(world.spec, tools, world.seed_image)) == []
+    monkeypatch.setattr(TaskBuilder, "in_handbook_band", lambda self, tr, row, args: False)
+    monkeypatch.setattr(TaskBuilder, "handbook_forbids", lambda self, oracle: False)
+    planted = _band_tasks(world.spec, world.seed_image, generate_tasks(world.spec, tools, world.seed_image))
+    assert any(t.startswith("conditional-") for t in planted), planted
+
+
+def test_a_whole_number_fields_band_has_whole_bounds() -> None:
+    """Hotel's group block limit (37 rooms): the band is 34 to 37 rooms, not 33.3 to 37 (rounded inward);
+    a money field keeps its cents."""
+    templates = load_templates()
+    spec = build_spec(expand_seed("hotel-operations.regional--v001", templates), templates)  # type: ignore[arg-type]
+    conn = open_image(build_seed_db(spec, templates.vocabulary))
+    rules = {hr.rule: hr for hr in handbook_rules(spec, conn)}
+    block = next(hr for hr in rules.values() if hr.table.name == "group_blocks")
+    assert band(block, 37) == (34.0, 37.0)
+    assert band(block, 37.5) == (34.0, 37.0)
+    money = next(hr for hr in rules.values() if hr.table.column(hr.guard.field.partition(".")[2]).type == "money")
+    assert band(money, 1234.0) in ((1110.6, 1234.0), (1234.0, 1357.4))
+    rows = handbook.sections(spec, conn)
+    assert any("from 34 to 37 inclusive" in r["body"] for r in rows if r["topic"] == block.rule)

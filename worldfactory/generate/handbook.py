@@ -15,6 +15,7 @@ three parts together; read tools (search and get) come with the table, as for ev
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from dataclasses import dataclass
@@ -71,12 +72,25 @@ def _plain_verb(t: Transition, obj: str) -> str:
 
 
 def band(rule: HandbookRule, limit: float) -> tuple[float, float] | None:
-    """The values the exception covers: (low, high), both ends included."""
+    """The values the exception covers: (low, high), both ends included. Whole numbers for a whole-number
+    field, rounded inward ("33.3 to 37 rooms" reads as a fraction of a room; 34 to 37 covers the same rooms)."""
     if rule.guard.op in UPPER:
-        return round(limit * (1 - BAND), 2), limit
-    if rule.guard.op in LOWER:
-        return limit, round(limit * (1 + BAND), 2)
-    return None
+        low, high = round(limit * (1 - BAND), 2), limit
+    elif rule.guard.op in LOWER:
+        low, high = limit, round(limit * (1 + BAND), 2)
+    else:
+        return None
+    return (float(math.ceil(low)), float(math.floor(high))) if _whole(rule) else (low, high)
+
+
+def _whole(rule: HandbookRule) -> bool:
+    """Whether the guarded field holds whole numbers (an integer column, or an integer step parameter)."""
+    kind, _, name = rule.guard.field.partition(".")
+    if kind == "row":
+        col = next((c for c in rule.table.columns if c.name == name), None)
+        return col is not None and col.type == "integer"
+    param = next((p for p in rule.step.params if p.name == name), None)
+    return param is not None and param.type == "integer"
 
 
 def guard_value(rule: HandbookRule, row: dict[str, Any], args: dict[str, Any]) -> Any:

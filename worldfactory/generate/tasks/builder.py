@@ -33,6 +33,8 @@ from worldfactory.spec import (
 )
 
 from ..data import draw_value, open_image
+from ..handbook import TABLE as HANDBOOK_TABLE
+from ..handbook import HandbookRule, handbook_rules, in_band
 from ..rows import fetch_dicts
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, related_reads, task_value, with_related
 from .clock import clock_refusal
@@ -77,6 +79,13 @@ class TaskBuilder:
         # steps the clock forbids (tool, record id) -> reason; and tasks refused for one, by reason (clock.py)
         self.clock_refusals: dict[tuple[str, int], str] = {}
         self.clock_refused_tasks: Counter[str] = Counter()
+        # the handbook's guarded steps, where the world has its handbook: a record in a step's near-limit band
+        # is the handbook family's alone (any other instruction would contradict the handbook); tasks refused
+        # for one, by family
+        self.handbook_steps: dict[str, HandbookRule] = (
+            {hr.step.name: hr for hr in handbook_rules(spec, self.conn)}
+            if f"search_{HANDBOOK_TABLE}" in tool_names else {})
+        self.handbook_refused_tasks: Counter[str] = Counter()
         self.steps = {tr.name: (t, tr) for t in spec.tables if t.workflow for tr in t.workflow.transitions}
         self.tasks: list[Task] = []
         self.instructions: set[str] = set()
@@ -262,18 +271,37 @@ class TaskBuilder:
                 return self.clock_refusals[(tr.name, row["id"])]
         return None
 
+    def in_handbook_band(self, tr: Transition, row: dict[str, Any], args: dict[str, Any]) -> bool:
+        """Whether the handbook's near-limit exception forbids the step on the record though the tool allows it."""
+        hr = self.handbook_steps.get(tr.name)
+        return hr is not None and in_band(hr, row, args, self.rules)
+
+    def handbook_forbids(self, oracle: list[ToolCall]) -> bool:
+        """Whether the plan takes a handbook step on a seed record in that step's near-limit band: an agent that
+        reads the handbook takes the alternative and escalates, so the plan would grade it wrong."""
+        for call in oracle:
+            hr = self.handbook_steps.get(call.tool)
+            row = self.row(hr.table, call.args.get(id_param(hr.table))) if hr is not None else None
+            if hr is not None and row is not None and self.in_handbook_band(hr.step, row, call.args):
+                return True
+        return False
+
     def add(self, family: str, instruction: str, oracle: list[ToolCall], target: str,
             answer: Any = None, answer_type: str | None = None, trap: list[ToolCall] | None = None,
             distractors: int = 0, rules: int | None = None, requester: dict[str, str] | None = None,
             declined_calls: list[ToolCall] | None = None, asked: list[ToolCall] | None = None) -> bool:
         """Add a task unless its instruction repeats one, the clock forbids a step it asks for (its oracle's,
-        and ``asked``: the steps its instruction names that the oracle does not take), or its oracle does not
+        and ``asked``: the steps its instruction names that the oracle does not take), its oracle takes a step
+        the handbook's near-limit exception forbids (outside the handbook family), or its oracle does not
         replay cleanly."""
         if instruction in self.instructions:
             return False
         forbidden = self.clock_forbids(oracle + (asked or []))
         if forbidden is not None:
             self.clock_refused_tasks[forbidden] += 1
+            return False
+        if family != "handbook" and self.handbook_forbids(oracle):
+            self.handbook_refused_tasks[family] += 1
             return False
         n = sum(1 for t in self.tasks if t.family == family) + 1
         task = Task(task_id=f"{family}-{n:03d}", family=family, instruction=instruction, oracle=oracle,

@@ -40,6 +40,8 @@ def candidates(b: TaskBuilder) -> Pools:
         for row, args in b.transition_rows(table, tr, states):
             if not guards_hold(others, row, args, b.rules, b.today):
                 continue  # the instruction states the rule only: no other guard may decide the branch
+            if b.in_handbook_band(tr, row, args):
+                continue  # the handbook's near-limit exception decides otherwise: the handbook family's case
             (yes if guards_hold(tr, row, args, b.rules, b.today) else no).append((table, tr, alt, row, args))
         pools += [yes, no]
     return Pools(pools, refusal_weights(b, [False, True] * (len(pools) // 2)))
