@@ -77,6 +77,33 @@ def test_scripted_requester_answers_its_topics_and_declines_the_rest(world: Worl
     assert ScriptedRequester(task).answer("nope").startswith("I can't help")
 
 
+def test_scripted_requester_understands_the_way_people_ask() -> None:
+    """Found blind: "Should I review CLM-000169 or CLM-000251?", "Which of the two claims do you mean?" (topic
+    which_claim) and "What figure did the parties agree on?" (settlement_amount) were declined, naming no word
+    of the topic as spelled. Plurals, a few words per kind of topic and a record's code now reach the fact;
+    questions about anything else are still declined."""
+    facts = {"which_claim": "I mean claim CLM-000251.", "settlement_amount": "The amount: $12,500.00.",
+             "reason": "The reason the ticket is escalated: deadline at risk (pass it as \"deadline_at_risk\").",
+             "pay_method": "The way the client pays: wire.", "paid_on": "The date: 2026-03-02."}
+    asked = {
+        "which_claim": ["Should I review CLM-000169 or CLM-000251?", "Which of the two claims do you mean?",
+                        "Is it the first one?"],
+        "settlement_amount": ["What figure did the parties agree on?", "How much was it?", "What was the sum?",
+                              "What totals did you settle on?"],
+        "reason": ["Why is it being escalated?", "What are the reasons?"],
+        "pay_method": ["How will they pay?", "Which method?"],
+        "paid_on": ["When was it paid?", "What day?"],
+    }
+    off = ["What is the capital of France?", "Thanks so much!", "Can you do it yourself?", "Is it raining there?"]
+    for topic, messages in asked.items():
+        requester = ScriptedRequester(Task(task_id="ask-001", family="ask", instruction="x", oracle=[],
+                                           target="claims", requester={topic: facts[topic]}))
+        for message in messages:
+            assert facts[topic] in requester.reply(message), (topic, message)
+        for message in off:
+            assert requester.reply(message).startswith("I can't help"), (topic, message)
+
+
 def test_guessing_fails_and_asking_passes(world: World) -> None:
     """The oracle passes, doing nothing fails, the guess mutant is caught, never_asks fails every ask task."""
     rng = stage_rng(world.brief.generation_seed, "validity")

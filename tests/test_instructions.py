@@ -44,6 +44,7 @@ def defects(instruction: str, spec: WorldSpec) -> list[str]:
         found.append(f"a recipient without saying who they are ('email {m.group(1)}': a user? a contact?)")
     if m := re.search(r"\btotal (\w+ )?rate\b", text):
         found.append(f"a total of a rate ('{m.group(0)}')")
+    found += wording(text)
     for table in spec.tables:
         for col in table.columns:  # found blind: "How many archived documents have record claim CLM-1?"
             if col.ref and re.search(rf"\bhave {re.escape(col.human)} {re.escape(col.ref.rstrip('s'))}", text):
@@ -52,6 +53,26 @@ def defects(instruction: str, spec: WorldSpec) -> list[str]:
             said = state.replace("_", " ")
             if " " in said and f"{said} {table.singular}" in text:
                 found.append(f"a status glued before its noun ('{said} {table.singular}')")
+    return found
+
+
+def wording(text: str) -> list[str]:
+    """Shapes found blind in instructions, handbook sections and requester facts, each from a parameter's
+    description or a column's label that assumed a noun: "for the why the ticket is escalated", "void a
+    paycheck because of a only when", "the requester gives you hours", "whose booked is", a stored option
+    said as it is stored ("is deadline_at_risk")."""
+    found = []
+    if m := re.search(r"\bthe (why|how|when|where|whether|what|which|who)\b(?! (?:is|are|was|were|do|does)\b)",
+                      text, re.IGNORECASE):
+        found.append(f"a wh-clause as a noun ('{m.group(0)}')")
+    if m := re.search(r"\b(?:a|an|the)(?= *[;,.:)]| *$| (?:only|when|if|and|or)\b)", text):
+        found.append(f"an article with no noun ('{text[max(0, m.start() - 20):m.end() + 6]}')")
+    if m := re.search(r"\bthe requester (?:gives you|wants) [a-z]+", text):
+        found.append(f"a word after the requester's part ('{m.group(0)}')")
+    if m := re.search(r"\bwhose (\w+ed) is\b", text):
+        found.append(f"a participle as a noun ('{m.group(0)}')")
+    if m := re.search(r"\bis [a-z]+_[a-z_]+\.", text):
+        found.append(f"a stored option as the fact ('{m.group(0)}')")
     return found
 
 
@@ -68,6 +89,11 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
         "Book an meeting for Jo.": "'an meeting'",
         "Mark account Zenith Foods as churned, then email Dalia Bauer about it.": "without saying who",
         "What is the total rate across the time entries of matter MAT-1?": "a total of a rate",
+        "Escalate ticket T-1 for the why the ticket is escalated the requester wants; ask them.": "wh-clause",
+        "Void a paycheck because of a only when its net pay is within the limit.": "article with no noun",
+        "Do not void it because of a; place a stop payment instead.": "article with no noun",
+        "Record shift S-1 as worked for the hours actually worked the requester gives you hours.": "after the req",
+        "Confirm the resource booking whose booked is resource Quartz 28.": "participle as a noun",
     }
     users = next(t for t in spec.tables if t.name == "users")  # every example world has them, and refs to them
     ref = next(c for t in spec.tables for c in t.columns if c.ref == "users" and c.human.endswith(" by")
@@ -79,6 +105,33 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
             continue
         assert any(expected in d for d in defects(text, spec)), (text, defects(text, spec))
     assert defects("Add a new contact: full name \"Ana_b all of them\", email ana@x.example.", spec) == []
+    assert wording("The reason the ticket is escalated: deadline_at_risk.") == []  # a snake word is flagged above
+    assert wording("The why the ticket is escalated is deadline_at_risk.") != []
+    assert wording("Ask which one they mean; the one a search lists first is not always it.") == []
+
+
+def texts(world: World) -> dict[str, str]:
+    """What the world says to an agent in words beyond its instructions: its handbook sections and the
+    requester's facts, by where they are."""
+    out: dict[str, str] = {}
+    if "search_handbook_sections" in world.tools_by_name:
+        with world.episode() as ep:
+            for row in ep.conn.execute("SELECT id, body FROM handbook_sections ORDER BY id"):
+                out[f"handbook {row[0]}"] = row[1]
+    for task in world.tasks.values():
+        for topic, fact in sorted(task.requester.items()):
+            out[f"{task.task_id} {topic}"] = fact
+    return out
+
+
+@pytest.mark.parametrize("wid", EXAMPLES)
+def test_handbooks_and_requester_facts_read_as_a_person_would_write_them(worlds: dict[str, World],
+                                                                         wid: str) -> None:
+    world = worlds[wid]
+    said = texts(world)
+    assert any(k.startswith("handbook") for k in said) and any(not k.startswith("handbook") for k in said)
+    bad = {where: d for where, text in said.items() if (d := wording(_quoted_out(text)))}
+    assert bad == {}
 
 
 @pytest.mark.parametrize("wid", EXAMPLES)

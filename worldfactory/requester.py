@@ -96,12 +96,71 @@ class ScriptedRequester:
         return fact if fact is not None else DECLINE.format(topics=", ".join(sorted(self.facts)) or "nothing")
 
     def reply(self, message: str) -> str:
-        """A free-form message: the facts whose topic it names (a word of it: "amount", "claim"), else a decline."""
-        said = set(re.findall(r"[a-z]+", message.lower()))
-        hits = [t for t in sorted(self.facts) if said & {w for w in t.split("_") if len(w) > 3 and w != "which"}]
+        """A free-form message: the facts whose topic it asks about (``asks_about``), else a decline."""
+        hits = [t for t in sorted(self.facts) if asks_about(message, t, self.facts[t])]
         if not hits:
             return self.answer("")
         return " ".join(self.facts[t] for t in hits)
+
+
+# How people ask about each kind of topic (found blind: "What figure did the parties agree on?" and "Which of
+# the two claims do you mean?" were declined, naming no word of settlement_amount or which_claim).
+ASKS = {
+    "which": ("which", "or", "mean", "one", "either"),
+    "amount": ("amount", "figure", "sum", "how much", "how many", "total", "value", "number"),
+    "reason": ("why", "reason", "because", "cause"),
+    "date": ("when", "date", "day"),
+    "way": ("how", "method", "way"),
+}
+KIND_WORDS = {  # a topic's words that say its kind
+    "amount": ("amount", "total", "price", "cost", "fee", "sum", "hours", "quantity", "rate", "pay", "deposit"),
+    "reason": ("reason", "note", "why"),
+    "date": ("date", "on", "day", "at"),
+    "way": ("method", "channel", "way", "how"),
+}
+CODE = re.compile(r"\b[A-Z]{2,}-\d+\b")  # a record's code, as a label says it: CLM-000251
+
+
+def _stem(word: str) -> str:
+    """A word without its plural ending, so "claims" asks about a claim."""
+    if len(word) < 4 or not word.endswith("s") or word.endswith("ss"):
+        return word
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("ses", "xes", "ches", "shes", "zes")):
+        return word[:-2]
+    return word[:-1]
+
+
+def topic_kind(topic: str) -> str | None:
+    """What a topic asks for: which record, an amount, a reason, a date or a way; None for another."""
+    words = topic.split("_")
+    if words[0] == "which":
+        return "which"
+    for word in reversed(words):  # the last word says it first: pay_method is a way, settlement_amount an amount
+        kind = next((kind for kind, names in KIND_WORDS.items() if word in names), None)
+        if kind is not None:
+            return kind
+    return None
+
+
+def asks_about(message: str, topic: str, fact: str = "") -> bool:
+    """Whether a free-form message asks about the topic, deterministically: a word of the topic in either
+    number ("claims" for which_claim), a word people use for its kind ("figure" for an amount, "why" for a
+    reason), or, for which record, a record code the way the records are named (CLM-000169)."""
+    text = message.lower()
+    said = {_stem(w) for w in re.findall(r"[a-z]+", text)}
+    own = {_stem(w) for w in topic.split("_") if len(w) > 3 and w != "which"}
+    if said & own:
+        return True
+    kind = topic_kind(topic)
+    if kind is None:
+        return False
+    phrases = ASKS[kind]
+    if any((" " in p and re.search(rf"\b{p}\b", text)) or (" " not in p and _stem(p) in said) for p in phrases):
+        return True
+    prefixes = {c.split("-")[0] for c in CODE.findall(fact)}
+    return kind == "which" and any(c.split("-")[0] in prefixes or not prefixes for c in CODE.findall(message))
 
 
 class ModelRequester:

@@ -28,7 +28,7 @@ from worldfactory.seeds import stage_rng
 from worldfactory.spec import Guard, TableDef, Transition, WorldSpec
 
 from .rows import fetch_dicts
-from .tasks.words import a_or_an
+from .tasks.words import a_or_an, unit_after
 from .workflow import guard_holds
 
 TABLE = "handbook_sections"
@@ -65,10 +65,19 @@ class HandbookRule:
         return f"Near-limit review: {self.table.singular} {said}"
 
 
+SLOT = re.compile(r"\s+(?:because of|for|by|to|with|at|on|as|of|from|noting)?\s*(?:(?:a|an|the) )?(?:the \w+ )?"
+                  r"\(?\"?\{(?!obj\})(\w+)\}\"?\)?(?: (\w+))?")
+
+
 def _plain_verb(t: Transition, obj: str) -> str:
-    """A step's verb without its parameters: "approve the claim", "deny the claim"."""
-    verb = re.sub(r"\s+(?:for|by|to|with|at|on|as|of|from)?\s*(?:the \w+ )?\"?\{(?!obj\})\w+\}\"?", "", t.verb)
-    return fill(verb, obj=obj).strip()
+    """A step's verb without its parameters: "approve the claim", "deny the claim"; the words that lead into
+    a slot go with it ("void {obj} because of a {reason}": "void a paycheck", found blind as "void a paycheck
+    because of a"), and so does a unit after it that is the parameter's own ("for {hours} hours")."""
+    def drop(m: re.Match[str]) -> str:
+        unit = m.group(2)
+        return f" {unit}" if unit and unit_after(t.verb, m.group(1), m.group(1)) is None else ""
+
+    return fill(SLOT.sub(drop, t.verb), obj=obj).strip()
 
 
 def band(rule: HandbookRule, limit: float) -> tuple[float, float] | None:

@@ -25,7 +25,7 @@ from worldfactory.spec import Param, TableDef, ToolCall, Transition, has_name
 from ..workflow import guards_hold, id_param, say_value, task_value
 from .builder import TaskBuilder
 from .driver import Plan, Stream
-from .words import cap, of_parent
+from .words import cap, human, of_parent, param_noun, unit_after
 
 FAMILY = "ask"
 QUOTA = 8
@@ -34,7 +34,7 @@ FRACTIONS = (0.6, 0.7, 0.75, 0.8, 0.85, 0.9)  # of the record's own amount: what
 
 
 def _human(p: Param) -> str:
-    return p.description or p.name.replace("_", " ")
+    return param_noun(p.name, p.description)
 
 
 def _steps(b: TaskBuilder) -> list[tuple[TableDef, Transition]]:
@@ -155,15 +155,21 @@ def _plan_valued(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     if label is None:
         return None
     topic = p.name
-    noun = "amount" if p.type == "money" else _human(p)
+    unit = unit_after(tr.verb, p.name, p.name)  # "for {hours_worked} hours": the unit goes with the slot
+    noun = "amount" if p.type == "money" else f"number of {unit}" if unit and kind == "amount" else _human(p)
     placeholder = f"the {noun} the requester gives you" if kind == "amount" else f"the {noun} the requester wants"
     obj = f"{table.singular} {label}"
+    verb = tr.verb.replace("{" + p.name + "} " + unit, "{" + p.name + "}") if unit else tr.verb
     if "{" + p.name + "}" not in tr.verb:
         text = f"{cap(_said(tr, args, obj, p, ''))}, with {placeholder}; ask them for it."
     else:  # the slot follows a preposition (_readable)
-        text = f"{cap(_said(tr, args, obj, p, placeholder))}; ask them for it."
+        text = f"{cap(_said(tr.model_copy(update={'verb': verb}), args, obj, p, placeholder))}; ask them for it."
     value = args[p.name]
-    fact = f"The {_human(p)} is {say_value(p, value) if kind == 'amount' else value}."
+    if kind == "amount":
+        fact = f"The {noun}: {say_value(p, value)}."
+    else:  # an option as words, and the value the tool takes (found blind: "... is deadline_at_risk.")
+        said = human(value)
+        fact = f"The {_human(p)}: {said}" + ("." if said == str(value) else f" (pass it as \"{value}\").")
     oracle = [ToolCall(tool=f"search_{table.name}", args={table.label or "": label}), *b.getter(table, row),
               ToolCall(tool=ASK_TOOL, args={"topic": topic}),
               ToolCall(tool=tr.name, args={id_param(table): row["id"], **args})]

@@ -340,7 +340,9 @@ class TaskBuilder:
                 args[name] = row["id"]
                 lookups.append(ToolCall(tool=f"search_{target.name}", args={target.label: row[target.label]}))
                 same = col.human in (target.singular, *target.singular.split())  # "item": "stock item X"
+                named = col.human.endswith(f" {target.singular}")  # "booked resource": "booked resource X"
                 said.append(f"{target.singular} {row[target.label]}" if same or target.singular.startswith(col.human)
+                            else f"{col.human} {row[target.label]}" if named
                             else f"{col.human} {target.singular} {row[target.label]}")
             elif col.enum:
                 args[name] = self.rng.choice(col.enum)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from worldfactory.spec import ColumnDef, TableDef
@@ -60,9 +61,46 @@ def of_parent(col: ColumnDef, parent: TableDef, said: str) -> str:
     user X"."""
     if col.human == parent.singular:
         return f"of {said}"
-    return f"{col.human} {said}" if col.human.endswith(" by") else f"whose {col.human} is {said}"
+    if col.human.endswith(" by"):
+        return f"{col.human} {said}"
+    if col.human.endswith(f" {parent.singular}") and said.startswith(f"{parent.singular} "):
+        said = said[len(parent.singular) + 1:]  # "whose booked resource is Quartz 28", the noun said once
+    return f"whose {col.human} is {said}"
 
 
 def tool_name(table: TableDef, kind: str) -> str:
     """The generated per-record tool of a table: ``get``, ``update`` or ``create`` + its singular."""
     return f"{kind}_{slug(table.singular)}"
+
+
+WH_NOUNS = {"why": "reason", "how": "way", "when": "time", "where": "place", "who": "person"}
+
+
+def param_noun(name: str, description: str | None) -> str:
+    """A step parameter as a noun phrase after "the": its description where that is one, a wh-clause made
+    one ("why the ticket is escalated" -> "reason the ticket is escalated"; found blind: "the why the ticket
+    is escalated"), else its name in words ("what needs correcting" -> "correction" from ``correction``)."""
+    words = (description or "").split()
+    plain = name.removesuffix("_id").replace("_", " ")
+    if not words:
+        return plain
+    first = words[0].lower()
+    if first == "how" and len(words) > 2 and words[1] in ("much", "many"):
+        return " ".join(["amount" if words[1] == "much" else "number of", *words[2:]])
+    if first in WH_NOUNS and len(words) > 1:
+        return " ".join([WH_NOUNS[first], *words[1:]])
+    if first in ("what", "which", "whether", "whom", "whose"):
+        return plain
+    return " ".join(words)
+
+
+def unit_after(verb: str, slot: str, name: str) -> str | None:
+    """The word after a parameter's slot in a verb that names what the value counts, where it is the
+    parameter's own ("for {hours_worked} hours", "a {recommendation} recommendation"): said with the slot,
+    left out with it."""
+    m = re.search(re.escape("{" + slot + "}") + r"\"?\s+([a-z]+)\b", verb)
+    if m is None:
+        return None
+    unit = m.group(1)
+    stems = {w.rstrip("s") for w in name.split("_")}
+    return unit if unit.rstrip("s") in stems else None
