@@ -6,7 +6,8 @@ Each full build must reach the floors a world is for: 20 tables, 2,000 rows, 37 
 the six base families (discover and handbook beside them where the pack allows, and the hard tier's ask
 and inbox), a task of 1,000 calls or more, every task's oracle passing and doing nothing failing,
 every mutant caught, at least 95% of the write tools used by some task, and at least 30% of the tasks
-naming their main record by what a person knows of it (the agent must search)."""
+naming their main record by what a person knows of it (the agent must search), and no instruction,
+handbook section or requester fact with a shape the instruction reader marks (tests/test_instructions.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_instructions import _quoted_out, texts, wording
 from worldfactory.runtime.world import World
 from worldfactory.seeds import seed_types
 from worldfactory.stages import STAGES
@@ -48,6 +50,8 @@ def test_one_world_of_every_pack_builds_to_the_floors(tmp_path: Path, domain: st
     assert validity["caught_rate"] == 1.0 and validity["missed"] == 0, validity
     assert m["coverage"] >= 0.95, m["coverage_unused"]
     assert sum(t.needs_search for t in world.tasks.values()) >= 0.30 * len(world.tasks)
+    said = {t.task_id: t.instruction for t in world.tasks.values()} | texts(world)  # found blind: "the why ..."
+    assert {where: d for where, text in said.items() if (d := wording(_quoted_out(text)))} == {}
 
 
 @pytest.mark.parametrize("seed_type", seed_types(TEMPLATES))
