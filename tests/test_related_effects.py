@@ -6,6 +6,7 @@ update (a plan that skips it fails its verifier), and check-pack names the file 
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -169,3 +170,28 @@ def test_a_bad_declaration_is_refused_naming_the_file_and_field(tmp_path: Path, 
     root = _pack(tmp_path, guard=guard, effects=effects)
     lines = check_files([root / "domains" / "help-desk.yaml"])
     assert any("help-desk.yaml" in line and field in line and said in line for line in lines), lines
+
+
+
+def test_a_guard_compares_a_related_records_status(tmp_path: Path) -> None:
+    """`ref.<col>.<name> == <text>`: payroll issues a paycheck only from an approved pay run. The tool refuses a
+    pending check of a run in another state, and no task asks for that step there."""
+    assert evaluate("ref.pay_run_id.status", {"ref.pay_run_id.status": "approved"}, {}) == "approved"
+    assert evaluate("ref.pool_id.remaining", {"ref.pool_id.remaining": 7}, {}) == 7.0
+    world_id = "payroll.startup--v001"
+    build_world(world_id, tmp_path, load_templates())
+    world = World.open(tmp_path / "worlds" / world_id)
+    db = sqlite3.connect(world.path / "seed.db")
+    runs = dict(db.execute("SELECT id, status FROM pay_runs").fetchall())
+    pending = db.execute("SELECT id, pay_run_id FROM paychecks WHERE status = 'pending'").fetchall()
+    issued = db.execute("SELECT pay_run_id FROM paychecks WHERE status IN ('issued', 'cleared', 'stopped')").fetchall()
+    assert {runs[r] for (r,) in issued} <= {"approved", "paid"}  # the seed keeps the rule too
+    ready = [c for c, r in pending if runs[r] == "approved"]
+    held = [c for c, r in pending if runs[r] != "approved"]
+    assert ready and held
+    with world.episode() as ep:
+        res = ep.call("issue_paycheck", {"paycheck_id": held[0]})
+        assert not res.ok and "its pay run is not approved" in (res.error or "")
+        assert ep.call("issue_paycheck", {"paycheck_id": ready[0]}).ok
+    asked = {c.args["paycheck_id"] for t in world.tasks.values() for c in t.oracle if c.tool == "issue_paycheck"}
+    assert asked and not asked & set(held)

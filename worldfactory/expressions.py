@@ -113,10 +113,11 @@ def related_key(column: str, name: str) -> str:
     return f"{RELATED}.{column}.{name}"
 
 
-def evaluate(text: str, row: dict[str, Any], params: dict[str, Any]) -> float | None:
+def evaluate(text: str, row: dict[str, Any], params: dict[str, Any]) -> float | str | None:
     """The expression's value for a record and a step's arguments; None when an operand is missing or
     a division is by zero. A related read `ref.<column>.<name>` is the row's value under that key
-    (`related_key`), which whoever reads the row adds (the tool from the related record)."""
+    (`related_key`), which whoever reads the row adds (the tool from the related record). A bare related
+    read of text (a parent's status) is that text, for `==` and `!=`; arithmetic is over numbers."""
 
     def walk(node: ast.expr) -> float | None:
         if isinstance(node, ast.Constant):
@@ -137,4 +138,8 @@ def evaluate(text: str, row: dict[str, Any], params: dict[str, Any]) -> float | 
             return None
         return OPERATORS[type(node.op)](left, right)
 
-    return walk(parse(text))
+    tree = parse(text)
+    related = _related(tree)
+    if related is not None and isinstance(row.get(related_key(*related)), str):
+        return str(row[related_key(*related)])
+    return walk(tree)
