@@ -35,7 +35,7 @@ DONE_STATUSES = frozenset({
     "completed", "complete", "closed", "closed_out", "resolved", "paid", "delivered", "returned", "received",
     "fixed", "implemented", "installed", "executed", "picked_up", "settled", "refunded", "restored", "done",
     "finished", "attended", "held", "checked_out", "no_show", "substantially_complete", "pod_received",
-    "invoiced",
+    "invoiced", "worked",
 })
 # A reference into the staff table is an assignment that may change hands (an account's owner), so a
 # record older than its current owner's hire date is no contradiction; the actor of the event is checked.

@@ -210,6 +210,8 @@ class _Gen:
         if kind == "date_after":
             base = date.fromisoformat(self._ref_value(arg, row, parent))
             lo, hi = g.get("days", [0, 30])
+            if g.get("cap", True) and lo <= (self.clock - base).days < hi:
+                hi = (self.clock - base).days  # drawn within the clock, not clamped: no pile of dates on today
             out = base + timedelta(days=r.randint(lo, hi))
             if g.get("cap", True):
                 out = max(base, min(out, self.clock))
