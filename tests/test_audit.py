@@ -77,6 +77,35 @@ def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bund
                       f"'invariants[3:{name}].sql')"} in shown["violations"]
 
 
+def test_seeded_approvals_keep_the_rule_their_tool_enforces(bundle: Path) -> None:
+    """Issue 31: a claim approved in the seed above the adjuster approval limit breaks the rule in force."""
+    spec = json.loads((bundle / "spec.json").read_text())
+    cap = spec["brief"]["rules"]["adjuster_approval_limit"]
+    with sqlite3.connect(bundle / "seed.db") as conn:
+        assert conn.execute("SELECT count(*) FROM claims WHERE approved_amount > ?", (cap,)).fetchone()[0] == 0
+        claim = conn.execute("SELECT min(id) FROM claims WHERE status = 'approved'").fetchone()[0]
+        conn.execute("UPDATE claims SET approved_amount = ? WHERE id = ?", (cap + 1, claim))
+    assert ("limit", "claims", claim, "approved_amount") in _found(bundle)
+
+
+def test_drafts_carry_no_issue_date_and_capped_dates_do_not_pile_on_today(worlds_dir: Path) -> None:
+    """Issue 31: a draft invoice is not issued, a draft filing not filed, a matter in intake not opened; a date
+    drawn after another and kept to the clock is drawn within it, not clamped onto today (a third of the
+    litigation example's filings were 'filed today', most already accepted)."""
+    bundle = worlds_dir / "litigation-firm.national--v001"
+    today = json.loads((bundle / "spec.json").read_text())["brief"]["clock"]
+    with sqlite3.connect(f"file:{bundle / 'seed.db'}?mode=ro", uri=True) as conn:
+        drafts = conn.execute("SELECT count(*), count(issued_on), count(due_on) FROM invoices "
+                              "WHERE status = 'draft'").fetchone()
+        assert drafts[0] > 0 and drafts[1:] == (0, 0)
+        assert conn.execute("SELECT count(*) FROM filings WHERE status = 'draft' AND filed_on IS NOT NULL"
+                            ).fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM matters WHERE status = 'intake' AND opened_on IS NOT NULL"
+                            ).fetchone()[0] == 0
+        on_today, filings = conn.execute("SELECT sum(filed_on = ?), count(*) FROM filings", (today,)).fetchone()
+    assert on_today * 20 < filings, (on_today, filings)
+
+
 def test_a_declared_date_meaning_overrides_the_name(bundle: Path) -> None:
     assert date_meaning(ColumnDef(name="filed_on", type="date")) == "event"
     assert date_meaning(ColumnDef(name="due_on", type="date")) == "period"

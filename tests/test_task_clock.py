@@ -27,7 +27,7 @@ VISITS = TableDef.model_validate({
         {"name": "scheduled_on", "type": "date", "date_meaning": "plan"},
         {"name": "due_on", "type": "date", "date_meaning": "period"},
         {"name": "opened_on", "type": "date", "date_meaning": "event"},
-        {"name": "status", "enum": ["booked", "scheduled", "completed", "no_show", "overdue"]}]})
+        {"name": "status", "enum": ["booked", "scheduled", "completed", "no_show", "overdue", "worked"]}]})
 
 
 def _tr(to: str, **extra: object) -> Transition:
@@ -38,6 +38,7 @@ def test_the_clock_refuses_each_kind_of_step_it_forbids() -> None:
     ahead, past = "2026-07-01", "2026-04-01"
     row = {"id": 1, "scheduled_on": ahead, "due_on": ahead, "opened_on": past, "status": "booked"}
     assert clock_refusal(VISITS, _tr("completed"), row, {}, TODAY)[0] == "done_ahead"
+    assert clock_refusal(VISITS, _tr("worked"), row, {}, TODAY)[0] == "done_ahead"  # hours of a shift ahead
     assert clock_refusal(VISITS, _tr("no_show"), row, {}, TODAY)[0] == "lapse_early"
     assert clock_refusal(VISITS, _tr("overdue"), {**row, "scheduled_on": past}, {}, TODAY)[0] == "lapse_early"
     assert clock_refusal(VISITS, _tr("scheduled"), {**row, "scheduled_on": past}, {}, TODAY)[0] == "schedule_past"
@@ -46,7 +47,7 @@ def test_the_clock_refuses_each_kind_of_step_it_forbids() -> None:
     assert clock_refusal(VISITS, moved, row, {"on": past}, TODAY)[0] == "param_past"
     # what the clock allows: held when its day has come, a no-show or overdue once its day has passed
     done = {**row, "scheduled_on": past, "due_on": past}
-    for to in ("completed", "no_show", "overdue"):
+    for to in ("completed", "worked", "no_show", "overdue"):
         assert clock_refusal(VISITS, _tr(to), done, {}, TODAY) is None
     assert clock_refusal(VISITS, _tr("scheduled"), row, {}, TODAY) is None
     assert clock_refusal(VISITS, moved, row, {"on": ahead}, TODAY) is None

@@ -32,6 +32,7 @@ from worldfactory.spec import (
     ColumnDef,
     CompanyType,
     DomainPack,
+    LimitC,
     Module,
     Param,
     TableDef,
@@ -331,6 +332,7 @@ def _check_transition(rep: Report, loc: str, t: TableDef, tr: Transition, enum: 
         elif isinstance(g.value, str) and g.value.startswith("$"):
             rep.add(f"{gloc}.value", f"'{g.value}': a guard compares with a rule, a number, 'row.<column>' or "
                     f"'$today'")
+    _check_rule_kept(rep, loc, t, tr)
     for key, value in tr.set.items():
         if key not in cols:
             rep.add(f"{loc}.set.{key}", f"table '{t.name}' has no column '{key}'; known: {_known(cols)}")
@@ -377,6 +379,23 @@ def _check_ref_param(rep: Report, loc: str, p: Param, scope: Scope) -> None:
     if target is not None and not has_name(target):
         rep.add(f"{loc}.ref", f"tasks name the record by its label, so table '{target.name}' needs a unique "
                 "`label` that its `search` includes")
+
+
+def _check_rule_kept(rep: Report, loc: str, t: TableDef, tr: Transition) -> None:
+    """A guard that caps a parameter by a rule (`param.amount <= approval_limit`) which the transition writes
+    into a column needs the same cap as a `limit` constraint on that column, so the rows the seed draws in
+    that status respect the rule the tool enforces (issue 31: a matter settled above the settlement authority
+    limit); a pack marks allowed exceptions with the limit's `unless`."""
+    limits = {(c.limit, c.rule) for c in t.constraints if isinstance(c, LimitC)}
+    for n, g in enumerate(tr.guards):
+        if g.rule is None or g.op not in ("<=", "<") or not g.field.startswith("param."):
+            continue
+        for col, value in tr.set.items():
+            if value == f"${g.field[6:]}" and (col, g.rule) not in limits:
+                rep.add(f"{loc}.guards[{n}].rule", f"the guard caps {g.field} by '{g.rule}' and the transition "
+                        f"sets {col} from it: declare {{limit: {col}, rule: {g.rule}, when: {{"
+                        f"{t.workflow.column if t.workflow else 'status'}: [{tr.to}]}}}} on '{t.name}' so seeded "
+                        f"rows keep the rule")
 
 
 def _check_table(rep: Report, base: str, t: TableDef, scope: Scope) -> None:
