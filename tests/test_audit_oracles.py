@@ -107,7 +107,9 @@ def test_the_tasks_stage_refuses_a_candidate_whose_end_state_breaks_the_clock(pl
         ("done_but_ahead", "calendar_events", meeting, "starts_on")]
     assert task.task_id in _completes(work, meeting)  # as built
     report = run_make(TASKS, ctx)
-    assert report.counts["audit_refused"] >= 1 and report.counts["tasks"] >= 100, report.counts
+    # kept out by the clock gate (generate/tasks/clock.py) where the draw sees it, else refused by the end
+    # state's audit (which test_an_oracle_end_state_that_breaks_an_invariant_is_caught_and_refused plants)
+    assert report.counts["tasks"] >= 100, report.counts
     assert _completes(work, meeting) == []
     assert run_prove(TASKS, ctx).passed
 

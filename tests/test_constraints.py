@@ -83,7 +83,10 @@ def test_a_planted_violation_of_each_kind_is_caught_with_table_row_and_rule(bund
             "SELECT 'approval_requests', 'requested_by', id FROM approval_requests WHERE requested_by = ? "
             "AND status IN ('pending', 'escalated') UNION ALL SELECT 'calendar_events', 'organizer_id', id "
             "FROM calendar_events WHERE organizer_id = ? AND status = 'scheduled' UNION ALL SELECT 'accounts', "
-            "'owner_id', id FROM accounts WHERE owner_id = ? AND status IN ('prospect', 'active')", (gone,) * 3)}
+            "'owner_id', id FROM accounts WHERE owner_id = ? AND status IN ('prospect', 'active') UNION ALL SELECT "
+            "'claims', 'adjuster_id', id FROM claims WHERE adjuster_id = ? AND status IN ('filed', 'under_review', "
+            "'fraud_review', 'approved', 'denied') UNION ALL SELECT 'fraud_reviews', 'reviewer_id', id FROM "
+            "fraud_reviews WHERE reviewer_id = ? AND outcome = 'pending'", (gone,) * 5)}
     found = _found(bundle)
     assert found == {("total", "claims", paid, "approved_amount"), ("band", "claims", other, "amount_claimed"),
                      ("category", "claims", auto, "incident_type"), ("limit", "approval_requests", 1, "amount"),
