@@ -24,12 +24,15 @@ from worldfactory.templates import TemplateError, load_templates
 WORLD = "insurance-claims.regional--v001"
 ROOT = Path(__file__).resolve().parents[1]
 PAYMENT_IS_THE_APPROVED_AMOUNT = {"same": "amount", "as": "claim_id.approved_amount"}
+# an invoice whose due date has passed has been issued (drafts carry no due date, so it holds as built)
+PAST_DUE_IS_ISSUED = {"past": "due_on", "then": "status", "allowed": ["open", "paid", "void"]}
 
 
 @pytest.fixture
 def bundle(worlds_dir: Path, tmp_path: Path) -> Path:
     """A copy of the insurance example's spec.json and seed.db, to plant faults in; its claim payments also
-    declare `same` (a payment is of its claim's approved amount), the one kind the pack itself does not use."""
+    declare `same` (a payment is of its claim's approved amount) and its invoices `past` (past due is issued),
+    the kinds the pack itself does not use."""
     out = tmp_path / WORLD
     out.mkdir()
     for name in ("spec.json", "seed.db"):
@@ -37,6 +40,8 @@ def bundle(worlds_dir: Path, tmp_path: Path) -> Path:
     spec = json.loads((out / "spec.json").read_text())
     payments = next(t for t in spec["tables"] if t["name"] == "claim_payments")
     payments.setdefault("constraints", []).append(PAYMENT_IS_THE_APPROVED_AMOUNT)
+    invoices = next(t for t in spec["tables"] if t["name"] == "invoices")
+    invoices.setdefault("constraints", []).append(PAST_DUE_IS_ISSUED)
     (out / "spec.json").write_text(json.dumps(spec))
     return out
 
@@ -79,6 +84,9 @@ def test_a_planted_violation_of_each_kind_is_caught_with_table_row_and_rule(bund
         payment = _one(conn, "SELECT min(id) FROM claim_payments")
         conn.execute("UPDATE claim_payments SET amount = amount + 1 WHERE id = ?", (payment,))  # same (and total)
         payment_claim = _one(conn, f"SELECT claim_id FROM claim_payments WHERE id = {payment}")
+        draft = _one(conn, "SELECT min(id) FROM invoices WHERE status = 'draft'")
+        conn.execute("UPDATE invoices SET due_on = date(?, '-3 days') WHERE id = ?",
+                     (json.loads((bundle / "spec.json").read_text())["brief"]["clock"], draft))  # past
         stranded = {("refers", t, r, c) for t, c, r in conn.execute(
             "SELECT 'approval_requests', 'requested_by', id FROM approval_requests WHERE requested_by = ? "
             "AND status IN ('pending', 'escalated') UNION ALL SELECT 'calendar_events', 'organizer_id', id "
@@ -91,7 +99,7 @@ def test_a_planted_violation_of_each_kind_is_caught_with_table_row_and_rule(bund
     assert found == {("total", "claims", paid, "approved_amount"), ("band", "claims", other, "amount_claimed"),
                      ("category", "claims", auto, "incident_type"), ("limit", "approval_requests", 1, "amount"),
                      ("same", "claim_payments", payment, "amount"), ("total", "claims", payment_claim,
-                     "approved_amount"), *stranded}
+                     "approved_amount"), ("past", "invoices", draft, "status"), *stranded}
     assert ("refers", "approval_requests", 2, "requested_by") in found
     cli = subprocess.run([sys.executable, "-m", "worldfactory.cli", "audit", str(bundle), "--json"],
                          capture_output=True, text=True, check=False)
@@ -163,6 +171,10 @@ BAD = [
     ({"refers": "adjuster_id", "to": {"active": [True]}, "when": {"status": ["lost"]}},
      "constraints[0:refers].when.status", "'lost' is not a value of claims.status"),
     ({"same": "policy_id", "as": "adjuster_id.no_column"}, "constraints[0:same].as", "no column 'no_column'"),
+    ({"past": "amount_claimed", "then": "status", "allowed": ["denied"]}, "constraints[0:past].past",
+     "claims.amount_claimed is of type money; 'past' names a date column"),
+    ({"past": "filed_on", "then": "status", "allowed": ["lapsed"]}, "constraints[0:past].allowed",
+     "lapsed not in claims.status's enum"),
 ]
 
 

@@ -3,8 +3,9 @@
 A pack declares them per table (`constraints:` in its YAML; the kinds are typed in worldfactory/spec.py):
 `total` (a column equals the sum of its lines'), `band` (a value within its parent's min/max), `limit`
 (at most a rule's value, unless a column marks the exception), `category` (ranges or allowed values by a
-kind column), `refers` (a reference respects the referenced row's state) and `same` (ownership: a column
-equals the referenced row's). Three users read them, one definition each:
+kind column), `refers` (a reference respects the referenced row's state), `same` (ownership: a column
+equals the referenced row's) and `past` (a value that follows the clock once a date has gone by).
+Three users read them, one definition each:
 
 - `Fitter`: the seed generator (generate/data.py) moves a drawn row into its constraints, so a seed starts true;
 - `check`: the realism audit (audit.py) lists every row that breaks one, naming table, row and rule;
@@ -25,6 +26,7 @@ from worldfactory.spec import (
     ColumnDef,
     Constraint,
     LimitC,
+    PastC,
     RefersC,
     SameC,
     TableDef,
@@ -80,6 +82,8 @@ def applies(spec: WorldSpec, table: TableDef, c: Constraint) -> bool:
         ref, _, attr = c.by.partition(".")
         parent = _ref_table(spec, table, ref) if attr else None
         return {c.category, ref} <= names and (not attr or (parent is not None and spec.has_table(parent)))
+    if isinstance(c, PastC):
+        return {c.past, c.then} <= names
     ref = c.ref if isinstance(c, BandC) else c.refers if isinstance(c, RefersC) else c.as_.split(".")[0]
     parent = _ref_table(spec, table, ref)
     return parent is not None and spec.has_table(parent)
@@ -224,6 +228,18 @@ class Fitter:
         elif table.column(c.refers).nullable:
             row[c.refers] = None
 
+    def _past(self, table: TableDef, c: PastC, row: dict[str, Any]) -> None:
+        when = row.get(c.past)
+        allowed = [_norm(v) for v in c.allowed]
+        if when is not None and when < self.spec.brief.clock and row.get(c.then) not in allowed:
+            row[c.then] = self.rng.choice(allowed)
+
+    def fit_clock(self, table: TableDef, row: dict[str, Any]) -> None:
+        """Fit the row's `past` constraints once its dates are final (they follow the clock, read last)."""
+        for c, fit, _target, _reads, when in self.plans.get(table.name, []):
+            if isinstance(c, PastC) and all(row.get(k) in vals for k, vals in when.items()):
+                fit(self, table, c, row)
+
     def _same(self, table: TableDef, c: SameC, row: dict[str, Any]) -> None:
         ref, attr = c.as_.split(".", 1)
         name = _ref_table(self.spec, table, ref)
@@ -250,12 +266,14 @@ def _target(c: Constraint) -> tuple[str, tuple[str, ...]]:
         return c.refers, ()
     if isinstance(c, SameC):
         return c.same, (c.as_.split(".")[0],)
+    if isinstance(c, PastC):
+        return c.then, (c.past,)
     return "", ()
 
 
 _FIT: dict[str, Callable[[Fitter, TableDef, Any, dict[str, Any]], None]] = {
     "band": Fitter._band, "limit": Fitter._limit, "category": Fitter._category, "refers": Fitter._refers,
-    "same": Fitter._same,
+    "same": Fitter._same, "past": Fitter._past,
 }
 
 
@@ -374,9 +392,20 @@ def _check_same(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: SameC
             for rid, v, pid, w in conn.execute(sql, params)]
 
 
+def _check_past(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: PastC, i: int,
+                only: str = "1") -> list[Broken]:
+    cond, params = _where("r", c.when, only)
+    allowed = [_norm(v) for v in c.allowed]
+    sql = (f"SELECT r.id, r.{c.then}, r.{c.past} FROM {t.name} r WHERE r.{c.past} < ? AND r.{c.then} NOT IN "
+           f"({', '.join('?' * len(allowed))}){cond} ORDER BY r.id")
+    today = spec.brief.clock
+    return [("past", t.name, rid, c.then, f"{c.then} '{v}' but {c.past} {d} has passed (today {today}); "
+             f"expected one of {_shown(c.allowed)}") for rid, v, d in conn.execute(sql, [today, *allowed, *params])]
+
+
 _CHECK: dict[str, Callable[..., list[Broken]]] = {
     "total": _check_total, "band": _check_band, "limit": _check_limit, "category": _check_category,
-    "refers": _check_refers, "same": _check_same,
+    "refers": _check_refers, "same": _check_same, "past": _check_past,
 }
 
 
@@ -478,6 +507,16 @@ def check_pack_constraints(t: TableDef, tables: dict[str, TableDef], rules: set[
             p = parent(f"{loc}.refers", c.refers)
             if p is not None:
                 when(f"{loc}.to", p, c.to)
+        elif isinstance(c, PastC):
+            past = column(f"{loc}.past", c.past, t)
+            if past is not None and past.type != "date":
+                out.append((f"{loc}.past", f"{t.name}.{c.past} is of type {past.type}; 'past' names a date column"))
+            then = column(f"{loc}.then", c.then, t)
+            if then is not None and then.enum:
+                bad = [str(v) for v in c.allowed if v not in then.enum]
+                if bad:
+                    out.append((f"{loc}.allowed", f"{', '.join(bad)} not in {t.name}.{c.then}'s enum: "
+                                f"{', '.join(then.enum)}"))
         elif isinstance(c, SameC):
             column(f"{loc}.same", c.same, t)
             ref, attr = c.as_.split(".", 1)

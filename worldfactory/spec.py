@@ -438,12 +438,25 @@ class SameC(Strict):
     when: RowFilter = Field(default_factory=dict)
 
 
+class PastC(Strict):
+    """A value that follows the clock: once the date `past` names has gone by, `then` holds one of `allowed`:
+    {past: due_on, then: sla_status, allowed: [at_risk, breached], when: {status: [open]}} (an open ticket
+    past its due date is not within target). A date at or after today leaves the value free."""
+
+    past: str = Field(pattern=NAME_PATTERN)
+    then: str = Field(pattern=NAME_PATTERN)
+    allowed: list[Scalar] = Field(min_length=1)
+    when: RowFilter = Field(default_factory=dict)
+
+
 CONSTRAINT_KINDS: dict[str, type[Strict]] = {
     "total": TotalC, "band": BandC, "limit": LimitC, "category": CategoryC, "refers": RefersC, "same": SameC,
+    "past": PastC,
 }
 Constraint = Annotated[
     Annotated[TotalC, Tag("total")] | Annotated[BandC, Tag("band")] | Annotated[LimitC, Tag("limit")]
-    | Annotated[CategoryC, Tag("category")] | Annotated[RefersC, Tag("refers")] | Annotated[SameC, Tag("same")],
+    | Annotated[CategoryC, Tag("category")] | Annotated[RefersC, Tag("refers")] | Annotated[SameC, Tag("same")]
+    | Annotated[PastC, Tag("past")],
     Discriminator(lambda v: constraint_kind(v) if isinstance(v, BaseModel) else _gen_kind(v)),
 ]
 

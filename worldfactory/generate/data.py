@@ -288,6 +288,8 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
     if fitter is not None and table.name in fitter.plans:
         fitter.fit_row(table, row)  # those whose inputs came later (a contact drawn after its account)
     gen.keep_dates(table, row, parent, plain + conditional)  # once the row's status and references are known
+    if fitter is not None:
+        fitter.fit_clock(table, row)  # values that follow the clock read the kept dates
     return row
 
 
