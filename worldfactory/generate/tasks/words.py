@@ -96,11 +96,12 @@ def param_noun(name: str, description: str | None) -> str:
 
 def unit_after(verb: str, slot: str, name: str) -> str | None:
     """The word after a parameter's slot in a verb that names what the value counts, where it is the
-    parameter's own ("for {hours_worked} hours", "a {recommendation} recommendation"): said with the slot,
-    left out with it."""
-    m = re.search(re.escape("{" + slot + "}") + r"\"?\s+([a-z]+)\b", verb)
+    parameter's own ("for {hours_worked} hours", "a {recommendation} recommendation", "with {hours} labor
+    hours"): said with the slot, left out with it. A unit is one word, or two where the second is the own one."""
+    m = re.search(re.escape("{" + slot + "}") + r"\"?\s+([a-z]+)(?:\s+([a-z]+))?\b", verb)
     if m is None:
         return None
-    unit = m.group(1)
     stems = {w.rstrip("s") for w in name.split("_")}
-    return unit if unit.rstrip("s") in stems else None
+    if m.group(1).rstrip("s") in stems:
+        return m.group(1)
+    return f"{m.group(1)} {m.group(2)}" if m.group(2) and m.group(2).rstrip("s") in stems else None
