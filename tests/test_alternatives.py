@@ -25,7 +25,7 @@ from worldfactory.stages.core import BuildContext, WorkDir, run_prove
 from worldfactory.stages.verifiers import STAGE, prove_verifiers
 from worldfactory.templates import load_templates
 
-WORLD = "insurance-claims.regional--v001"
+WORLD = "litigation-firm.national--v001"  # its retrieval draws lists of several items
 
 
 @pytest.fixture(scope="module")

@@ -42,8 +42,9 @@ def test_families_present(world: World) -> None:
 def test_collateral_damage_fails(world: World) -> None:
     """The oracle plus one extra write elsewhere must fail: every table is compared."""
     task = next(t for t in world.tasks.values() if t.family == "lookup_act")
+    taken = {c.tool for c in task.oracle}  # a step the oracle takes may find its example's record moved already
     extra = next(e for e in world.tool_manifest
-                 if e["kind"] == "transition" and e["examples"]["valid"] and e["name"] != task.oracle[-1].tool)
+                 if e["kind"] == "transition" and e["examples"]["valid"] and e["name"] not in taken)
     with world.episode(task.task_id) as ep:
         for call in task.oracle:
             assert ep.call(call.tool, call.args).ok
