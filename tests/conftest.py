@@ -137,7 +137,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 # test_dagster_ui mostly waits on the Dagster daemon (a 30-second tick): the other workers use the cores.
 LONGEST_FIRST = (
     "tests/test_dagster_ui.py",
-    "tests/test_target.py",  # evaluation runs and targeted worlds built (module-scoped: one worker, ~70 s)
     "tests/test_dagster.py::test_every_stage",  # the `built` group: two example worlds through Dagster
     "tests/test_dagster.py::test_cli_build_registers_and_delete_removes",
     "tests/test_serving.py",
@@ -149,11 +148,11 @@ LONGEST_FIRST = (
     "tests/trainers/test_adapter_verifiers.py",  # `make test-trainers` (the trainers' own tools)
     "tests/trainers/test_adapter_trl_env.py",  # a scripted multi-turn GRPO run (module-scoped: one worker)
     "tests/trainers/test_adapter_grpo.py",
+    "tests/test_target.py",  # evaluation runs and a targeted world built (module-scoped: one worker)
     "tests/test_cli_polish.py::test_ui_stops",
     "tests/test_build_stopped.py",
     "tests/test_eval_runs.py",
     "tests/test_pack_sql.py::test_a_seven_way",
-    "tests/test_check_pack_dry_run.py::test_the_steps_the_clock_blocked",
     "tests/test_check_pack_dry_run.py::test_the_steps_the_clock_blocked",
     "tests/test_world_page.py",
     "tests/test_parallel.py::test_engine_jobs",
