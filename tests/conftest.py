@@ -153,7 +153,6 @@ LONGEST_FIRST = (
     "tests/test_build_stopped.py",
     "tests/test_eval_runs.py",
     "tests/test_pack_sql.py::test_a_seven_way",
-    "tests/test_check_pack_dry_run.py::test_the_steps_the_clock_blocked",
     "tests/test_world_page.py",
     "tests/test_parallel.py::test_engine_jobs",
     "tests/test_build_engine.py::test_same_world",
