@@ -13,6 +13,23 @@ import pyarrow.parquet as pq
 
 from worldfactory.spec import Difficulty
 
+ROLLOUTS = pa.schema([
+    ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()),
+    ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()), ("prompt_tokens", pa.int64()),
+    ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()), ("seconds", pa.float64()),
+])
+TRACES = pa.schema([
+    ("task_id", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
+    ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
+    ("error_text", pa.string()), ("result_sha256", pa.string()), ("latency_us", pa.float64()),
+])
+
+
+def _of_run(schema: pa.Schema, *left_out: str) -> pa.Schema:
+    """An evaluation run's rows: the build's, keyed by the run (its id first), less what a run does not keep."""
+    return pa.schema([("run_id", pa.string()), *(f for f in schema if f.name not in left_out)])
+
+
 SCHEMAS: dict[str, pa.Schema] = {
     "worlds": pa.schema([
         ("seed_type", pa.string()), ("domain", pa.string()), ("company_type", pa.string()),
@@ -35,32 +52,16 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("llm_prompt_tokens", pa.int64()), ("llm_completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
         ("corrections", pa.int32()),
     ]),
-    "rollouts": pa.schema([
-        ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()),
-        ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()), ("prompt_tokens", pa.int64()),
-        ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()), ("seconds", pa.float64()),
-    ]),
-    "traces": pa.schema([
-        ("task_id", pa.string()), ("policy", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
-        ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
-        ("error_text", pa.string()), ("result_sha256", pa.string()), ("latency_us", pa.float64()),
-    ]),
+    "rollouts": ROLLOUTS,
+    "traces": TRACES,
     # evaluation runs (worldfactory.evals.runs): one file per run in each world's partition
     "runs": pa.schema([
         ("run_id", pa.string()), ("name", pa.string()), ("policy", pa.string()), ("model", pa.string()),
         ("base_url", pa.string()), ("k", pa.int32()), ("seed", pa.int64()), ("tasks", pa.int32()),
         ("episodes", pa.int32()), ("passes", pa.int32()), ("code_version", pa.string()),
     ]),
-    "run_rollouts": pa.schema([
-        ("run_id", pa.string()), ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()),
-        ("rollout", pa.int32()), ("seed", pa.int64()), ("reward", pa.float64()), ("steps", pa.int32()),
-        ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("cost_usd", pa.float64()),
-    ]),
-    "run_traces": pa.schema([
-        ("run_id", pa.string()), ("task_id", pa.string()), ("rollout", pa.int32()), ("step", pa.int32()),
-        ("tool", pa.string()), ("args_json", pa.string()), ("result_json", pa.string()), ("error", pa.bool_()),
-        ("error_text", pa.string()), ("result_sha256", pa.string()),
-    ]),
+    "run_rollouts": _of_run(ROLLOUTS, "seconds"),
+    "run_traces": _of_run(TRACES, "policy", "latency_us"),
     # the pass band of each policy: the build's reference policy (run_id '') and every evaluation run
     "bands": pa.schema([
         ("task_id", pa.string()), ("family", pa.string()), ("policy", pa.string()), ("run_id", pa.string()),
