@@ -52,6 +52,13 @@ def play(data: Path, bundle: Path, policy: str, k: int, tasks: list[str] | None 
     return runs.execute(data, [bundle], RolloutConfig(policy=policy, k=k), tasks, open_world)
 
 
+def run_target(data: Path, run_id: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """`worldfactory target RUN --json` without Dagster: the plan it prints (causes, briefs)."""
+    capsys.readouterr()
+    assert main(["target", run_id, "--data", str(data), "--no-dagster", "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def exercised(data: Path, rid: str) -> tuple[int, int]:
     """(tasks with at least one failed episode, tasks)."""
     per: dict[str, list[bool]] = {}
@@ -127,9 +134,7 @@ def test_a_rule_blind_run_targets_rules_and_the_built_world_concentrates_on_them
         data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = data / "worlds" / WORLD
     before = play(data, source, "rule_blind", 4)
-    capsys.readouterr()
-    assert main(["target", before.run_id, "--data", str(data), "--no-dagster", "--json"]) == 0
-    plan = json.loads(capsys.readouterr().out)
+    plan = run_target(data, before.run_id, capsys)
     assert plan["causes"][0] == "rule_ignored"
     [brief] = plan["briefs"]
     scale = json.loads((source / "brief.json").read_text())["scale"]
@@ -189,9 +194,7 @@ def test_a_name_confuser_run_targets_names_and_the_built_world_concentrates_on_t
         data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = data / "worlds" / WORLD
     before = play(data, source, "name_confuser", 2)
-    capsys.readouterr()
-    assert main(["target", before.run_id, "--data", str(data), "--no-dagster", "--json"]) == 0
-    [brief] = json.loads(capsys.readouterr().out)["briefs"]
+    [brief] = run_target(data, before.run_id, capsys)["briefs"]
     assert brief["named"] and "distractors" in brief["knobs"]
     target = data / "worlds" / brief["world_id"]
     assert json.loads((target / "brief.json").read_text())["named"] is True
