@@ -116,6 +116,12 @@ def in_band(rule: HandbookRule, row: dict[str, Any], args: dict[str, Any], rules
     return limits[0] <= float(value) <= limits[1]
 
 
+def steps_by_name(spec: WorldSpec, conn: sqlite3.Connection) -> dict[str, HandbookRule]:
+    """The handbook's rules by the step they guard (none where the world has no handbook): what `in_band`
+    is asked about, by task generation and by the inbox's requests alike."""
+    return {hr.step.name: hr for hr in handbook_rules(spec, conn)} if spec.has_table(TABLE) else {}
+
+
 def handbook_rules(spec: WorldSpec, conn: sqlite3.Connection) -> list[HandbookRule]:
     """Every rule-guarded step with an alternative, on a labelled table, in spec order."""
     reviewers = [r["id"] for r in fetch_dicts(

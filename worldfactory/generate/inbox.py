@@ -26,8 +26,7 @@ from typing import Any, Literal
 from worldfactory.seeds import stage_rng
 from worldfactory.spec import ACTOR_ID, TableDef, Transition, WorldSpec
 
-from .handbook import TABLE as HANDBOOK_TABLE
-from .handbook import handbook_rules, in_band
+from .handbook import in_band, steps_by_name
 from .rows import fetch_dicts
 from .workflow import guards_hold, render_verb, task_value, with_related
 
@@ -119,7 +118,7 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     declines: list[tuple[TableDef, Transition, dict[str, Any], dict[str, Any], str]] = []
     # a request the tool allows but the handbook's near-limit exception forbids is not one to act on: the
     # instruction's rule (what the tools refuse) and the handbook would disagree about it
-    banded = {hr.step.name: hr for hr in handbook_rules(spec, conn)} if spec.has_table(HANDBOOK_TABLE) else {}
+    banded = steps_by_name(spec, conn)
     for table, tr in _steps(spec, [anchor]):
         assert table.workflow is not None
         marks = ", ".join("?" * len(tr.from_))

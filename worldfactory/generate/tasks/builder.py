@@ -34,7 +34,7 @@ from worldfactory.spec import (
 
 from ..data import draw_value, open_image
 from ..handbook import TABLE as HANDBOOK_TABLE
-from ..handbook import HandbookRule, handbook_rules, in_band
+from ..handbook import HandbookRule, in_band, steps_by_name
 from ..rows import fetch_dicts
 from ..workflow import FREE_TEXT_CHOICES, guards_hold, id_param, related_reads, task_value, with_related
 from .clock import clock_refusal
@@ -83,8 +83,7 @@ class TaskBuilder:
         # is the handbook family's alone (any other instruction would contradict the handbook); tasks refused
         # for one, by family
         self.handbook_steps: dict[str, HandbookRule] = (
-            {hr.step.name: hr for hr in handbook_rules(spec, self.conn)}
-            if f"search_{HANDBOOK_TABLE}" in tool_names else {})
+            steps_by_name(spec, self.conn) if f"search_{HANDBOOK_TABLE}" in tool_names else {})
         self.handbook_refused_tasks: Counter[str] = Counter()
         self.steps = {tr.name: (t, tr) for t in spec.tables if t.workflow for tr in t.workflow.transitions}
         self.tasks: list[Task] = []
