@@ -1,4 +1,7 @@
-"""End to end: a real webserver and daemon on loopback run a backfill of three worlds launched over GraphQL."""
+"""End to end: `worldfactory ui` (a real webserver and daemon on loopback) runs a backfill of three worlds
+launched over GraphQL, then stops on SIGTERM and leaves nothing behind. (SIGINT, the other signal `ui`
+forwards, is tests/test_cli_polish.py's: each start of the UI costs about 25 CPU seconds, so this test
+covers SIGTERM rather than start a third UI for it.)"""
 
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.conftest import PYTHON, ROOT, SMALL, small_templates_at
+from tests.conftest import PYTHON, SMALL, small_templates_at
+from tests.test_cli_polish import STABILITY, _processes_with
 from worldfactory.run_size import WORLDS_PER_RUN
 from worldfactory.stages import STAGES
 from worldfactory_dagster.pipelines.partitions import RANGE_END, RANGE_START
@@ -58,16 +62,17 @@ def wait_until_up(port: int, proc: subprocess.Popen, deadline: float) -> None:
 def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
     home, data, templates = tmp_path / "home", tmp_path / "data", tmp_path / "templates"
     home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # `ui` adds the rest it needs
     small_templates_at(templates)  # the pipeline's mechanics, on worlds that build in seconds
     (templates / "registry.yaml").write_text("seed_types: []\nvariants: 0\n")  # the sensor adds nothing here
     port = free_port()
     env = dict(os.environ, DAGSTER_HOME=str(home), WORLDFACTORY_DATA=str(data),
                WORLDFACTORY_TEMPLATES=str(templates))
     log = (tmp_path / "dagster-dev.log").open("w")
-    proc = subprocess.Popen([PYTHON, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-                             "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    # The wrapper leads a session of its own (so that a failed test can kill everything it started);
+    # `ui` puts `dagster dev` in a process group of its own below it, which the SIGTERM must reach.
+    proc = subprocess.Popen([PYTHON, "-m", "worldfactory.cli", "ui", "--port", str(port)], cwd=tmp_path, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_until_up(port, proc, time.monotonic() + 180)
         for wid in WORLDS:
@@ -110,11 +115,23 @@ def test_backfill_of_three_worlds_through_graphql(tmp_path: Path) -> None:
         assert sorted(done) == sorted(WORLDS)
         for wid in WORLDS:
             assert (data / "worlds" / wid / "world.json").is_file()
+        proc.send_signal(signal.SIGTERM)  # to `worldfactory ui` alone, as a service manager would send it
+        assert proc.wait(timeout=60) is not None
+        assert not dagster_processes(home), "`worldfactory ui` left Dagster processes behind after SIGTERM"
+        assert not STABILITY.search((tmp_path / "dagster-dev.log").read_text())
     finally:
+        for pid in dagster_processes(home):  # a failed test leaves nothing running either
+            os.kill(pid, signal.SIGKILL)
         stop_group(proc)
         log.close()
     assert proc.poll() is not None
     assert live_members(proc.pid) == []  # nothing we started is still running
+
+
+def dagster_processes(home: Path) -> list[int]:
+    """Live processes of this test's Dagster instance: whatever `ui` starts inherits its DAGSTER_HOME,
+    whichever process group it is in."""
+    return _processes_with(f"DAGSTER_HOME={home}")
 
 
 def live_members(pgid: int) -> list[int]:
@@ -133,7 +150,10 @@ def live_members(pgid: int) -> list[int]:
 
 def stop_group(proc: subprocess.Popen) -> None:
     """SIGTERM the webserver's whole process group (webserver, daemon, code servers), then SIGKILL stragglers."""
-    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:  # the group has already gone (the test stopped it)
+        return
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
