@@ -66,9 +66,12 @@ class Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _within_bounds(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        if isinstance(value, str) and field is not None and any(isinstance(m, MaxLen) for m in field.metadata):
-            return value  # a field with its own max_length (a brief's description) keeps it
+        if not isinstance(value, (str, list, tuple, dict)):
+            return value  # numbers, booleans, None: nothing to bound (most fields; this runs for every one)
+        if isinstance(value, str):
+            field = cls.model_fields.get(info.field_name or "")
+            if field is not None and any(isinstance(m, MaxLen) for m in field.metadata):
+                return value  # a field with its own max_length (a brief's description) keeps it
         return _bounded(value)
 
 

@@ -37,8 +37,11 @@ def _resolve(value: Any, anchor: str) -> Any:
 
 
 def _resolve_table(table: TableDef, anchor: str) -> TableDef:
-    data = table.model_dump(by_alias=True, exclude_unset=False)
-    return TableDef.model_validate(_resolve(data, anchor))
+    """The table with `$anchor` read as the pack's anchor table; validated again only where it names one
+    (a module's few tables: validating every table of every world again was most of build_spec's time)."""
+    if '"$anchor"' not in table.model_dump_json(by_alias=True):
+        return table
+    return TableDef.model_validate(_resolve(table.model_dump(by_alias=True, exclude_unset=False), anchor))
 
 
 def _worded(table: TableDef, texts: dict[str, list[str]]) -> TableDef:
