@@ -597,14 +597,26 @@ class Transition(Strict):
     destructive: bool = False
     # false: a step taken one record at a time, never in bulk, sweep or year-end tasks (a write-off, a refund)
     bulk: bool = True
+    # who asks for this step by email (the inbox's requests, generate/inbox.py): "party", the record's own
+    # party, a CRM contact it links to (a contact, or a contact of its account) when it has one, as a client
+    # asks to cancel their order; unset, a colleague (back-office steps: no buyer asks payroll to issue a
+    # paycheck)
+    requested_by: Literal["party"] | None = None
 
     @model_serializer(mode="wrap")
     def _without_default_bulk(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave `bulk` out while true, so the spec.json of a world whose steps all allow bulk keeps its bytes."""
+        """Leave `bulk` out while true and `requested_by` while unset, so the spec.json of a world that uses
+        neither keeps its bytes."""
         data = handler(self)
-        if self.bulk and isinstance(data, dict):
-            data.pop("bulk", None)
+        if isinstance(data, dict):
+            if self.bulk:
+                data.pop("bulk", None)
+            if self.requested_by is None:
+                data.pop("requested_by", None)
         return data
+
+
+PARTY_TABLES = ("contacts", "accounts")  # a record's own party, for `requested_by: party`: a contact, or its account
 
 
 class Workflow(Strict):
@@ -660,6 +672,11 @@ class TableDef(Strict):
                 raise ValueError(f"create names unknown column '{col}'")
         if self.label and self.label not in known:
             raise ValueError(f"label names unknown column '{self.label}'")
+        if not {c.ref for c in self.columns} & set(PARTY_TABLES):
+            for tr in self.workflow.transitions if self.workflow else []:
+                if tr.requested_by == "party":
+                    raise ValueError(f"transition '{tr.name}': requested_by: party needs a column of {self.name} "
+                                     f"that refers to {' or '.join(PARTY_TABLES)} (the party who asks)")
         return self
 
     @property
