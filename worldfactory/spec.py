@@ -319,11 +319,17 @@ class ColumnDef(Strict):
     # a date's meaning on the world's clock (worldfactory/audit.py): an event that happened, a plan that may
     # lie ahead, or a period bound; unset, the audit infers it from the column's name
     date_meaning: DateMeaning | None = None
+    # false: a number whose sum across records means nothing (a standard cost, a salary band bound, a
+    # deductible): questions ask for its highest value, not its total. A money column whose name says "rate",
+    # "per" or "unit" is one without saying so (generate/tasks/retrieval.py)
+    additive: bool = True
 
     @model_validator(mode="after")
     def _meaning_of_a_date(self) -> ColumnDef:
         if self.date_meaning is not None and self.type != "date":
             raise ValueError(f"date_meaning is for date columns; '{self.name}' is of type {self.type}")
+        if not self.additive and self.type not in ("money", "number", "integer"):
+            raise ValueError(f"additive is for numeric columns; '{self.name}' is of type {self.type}")
         return self
 
     @model_serializer(mode="wrap")
@@ -332,7 +338,7 @@ class ColumnDef(Strict):
         data = handler(self)
         if isinstance(data, dict):
             for key, unset in (("description", ""), ("fills_from", None), ("ref_states", None),
-                               ("date_meaning", None)):
+                               ("date_meaning", None), ("additive", True)):
                 if data.get(key, unset) == unset:
                     data.pop(key, None)
         return data
