@@ -5,21 +5,25 @@ some declined by policy and one a repeat, graded on the final state of all of th
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
+from tests.test_packs import _break, _templates
 from tests.test_serving import Server
+from worldfactory.briefs import expand_world
 from worldfactory.generate.data import build_seed_db
 from worldfactory.generate.inbox import plan_inbox
+from worldfactory.generate.schema import build_spec
 from worldfactory.generate.validity import check_task
 from worldfactory.policies.base import run_policy
 from worldfactory.runtime.world import World
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import Task, ToolCall
-from worldfactory.templates import load_templates
+from worldfactory.spec import ACTOR_ID, PARTY_TABLES, Task, ToolCall
+from worldfactory.templates import TemplateError, load_templates
 
 WORLD = "insurance-claims.regional--v001"
 
@@ -46,9 +50,10 @@ def test_requests_are_seeded_unread_and_planned_again_from_the_seed(worlds: dict
         assert len(groups) >= 4, world.world_id
         kinds = [r.kind for g in groups for r in g.requests]
         assert {"act", "decline", "duplicate"} <= set(kinds), world.world_id
-        unread = list(conn.execute("SELECT subject, contact_id, folder FROM emails WHERE unread = 1 ORDER BY id"))
-        assert unread == [(r.subject, g.contact["id"], "inbox") for g in groups for r in g.requests
-                          if r.channel == "email"]
+        unread = list(conn.execute("SELECT subject, contact_id, sender_id, folder FROM emails WHERE unread = 1 "
+                                   "ORDER BY id"))
+        assert unread == [(r.subject, None if g.staff else g.sender["id"], g.sender["id"] if g.staff else ACTOR_ID,
+                           "inbox") for g in groups for r in g.requests if r.channel == "email"]
         phoned = [(g.logger["id"], r.row["id"]) for g in groups for r in g.requests if r.channel == "note"
                   if g.logger is not None]
         assert len(phoned) == 2, world.world_id  # logged by a colleague on the record each is about
@@ -57,8 +62,9 @@ def test_requests_are_seeded_unread_and_planned_again_from_the_seed(worlds: dict
         last = [g for g in groups if g.last]
         assert [r.kind for g in last for r in g.requests] == ["act", "decline"], world.world_id
         for g in last:  # the request is the contact's latest email, after their earlier one
-            latest = list(conn.execute("SELECT subject, unread FROM emails WHERE contact_id = ? ORDER BY sent_on "
-                                       "DESC, id DESC LIMIT 2", (g.contact["id"],)))
+            by = "sender_id = ? AND contact_id IS NULL" if g.staff else "contact_id = ?"  # a colleague's: to us
+            latest = list(conn.execute(f"SELECT subject, unread FROM emails WHERE {by} ORDER BY sent_on "
+                                       "DESC, id DESC LIMIT 2", (g.sender["id"],)))
             assert g.earlier is not None and latest == [(g.requests[0].subject, 1), (g.earlier[0], 0)]
         assert len(_inbox(world)) == len(groups)
     world = worlds[WORLD]  # deterministic: the same seed bytes again
@@ -161,9 +167,9 @@ def test_last_email_tasks_grade_the_record_the_reply_and_the_note(world: World) 
         assert report.oracle_passes and report.null_fails and not report.problems, report.problems
         assert not _solve(world, task, [c for c in task.oracle if c.tool != "create_note"])
         reply = next(c for c in task.oracle if c.tool == "create_email")
-        cid = reply.args["contact_id"]
-        earlier = conn.execute("SELECT id FROM emails WHERE contact_id = ? AND unread = 0 ORDER BY sent_on DESC "
-                               "LIMIT 1", (cid,)).fetchone()[0]
+        (by, sid), = next(c for c in task.oracle if c.tool == "search_emails").args.items()  # the sender
+        earlier = conn.execute(f"SELECT id FROM emails WHERE {by} = ? AND unread = 0 AND subject LIKE "
+                               "'Thank you from %' ORDER BY sent_on DESC LIMIT 1", (sid,)).fetchone()[0]
         wrong = [ToolCall(tool=c.tool, args={**c.args, "in_reply_to": earlier}) if c is reply else c
                  for c in task.oracle]
         assert not _solve(world, task, wrong)
@@ -192,3 +198,49 @@ def test_phoned_in_requests_are_found_in_notes_and_answered_by_email(world: Worl
         assert not _solve(world, task, task.oracle[:step] + task.oracle[step + 1:])  # step not taken
         assert not _solve(world, task, [c for c in task.oracle if c is not reply])  # no reply
         assert _solve(world, task, task.oracle)
+
+
+def _planned(world_id: str) -> tuple[Any, list[Any]]:
+    """A catalog world's inbox plan, straight from the generator (no build)."""
+    templates = load_templates()
+    spec = build_spec(expand_world(world_id, templates), templates)
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(build_seed_db(spec, templates.vocabulary))
+    return conn, plan_inbox(spec, conn)
+
+
+def test_back_office_requests_come_from_colleagues() -> None:
+    """Issue 31: in payroll no CRM contact (a customer's buyer or counsel) asks us to issue, void or stop a
+    paycheck; a colleague does, by an email from them to our address, answered at that address."""
+    _, groups = _planned("payroll.regional--v001")
+    asked = [(g, r) for g in groups for r in g.requests]
+    assert any(r.transition.name == "issue_paycheck" for _, r in asked)
+    assert all(g.staff for g, _ in asked), [(g.sender["full_name"], r.verb) for g, r in asked if not g.staff]
+    assert len({g.sender["id"] for g in groups}) == len(groups)  # one colleague per group
+    assert all(g.logger is None or g.logger["id"] != g.sender["id"] for g in groups)  # another took the call
+
+
+def test_a_party_asks_only_for_its_own_records_steps() -> None:
+    """Where a pack marks a step `requested_by: party` (a shipper cancels its load), the request comes from a
+    contact of the record's account; every other request comes from a colleague."""
+    conn, groups = _planned("freight-dispatch.regional--v001")
+    asked = [(g, r) for g in groups for r in g.requests]
+    assert any(not g.staff for g, _ in asked) and any(g.staff for g, _ in asked)
+    for g, r in asked:
+        party = r.transition.requested_by == "party"
+        assert g.staff is not party, (g.sender["full_name"], r.verb)
+        if party:
+            account = conn.execute("SELECT account_id FROM contacts WHERE id = ?", (g.sender["id"],)).fetchone()[0]
+            assert account == r.row["account_id"], r.verb
+
+
+def test_a_party_step_needs_a_party_column(tmp_path: Path) -> None:
+    """`requested_by: party` on a table with no contact or account column fails, naming the file and step."""
+    root = _templates(tmp_path)
+    path = _break(root, "        - name: start_claim_review\n",
+                  "        - name: start_claim_review\n          requested_by: party\n")
+    with pytest.raises(TemplateError) as err:
+        load_templates(root)
+    assert f"{path}: field 'tables[2:claims]'" in str(err.value)
+    assert "transition 'start_claim_review': requested_by: party" in str(err.value)
+    assert all(t in str(err.value) for t in PARTY_TABLES)

@@ -42,8 +42,11 @@ def defects(instruction: str, spec: WorldSpec) -> list[str]:
         found.append("a column name as a noun ('the due on of')")
     if m := re.search(r"\bemail (?!the |contact |user )([A-Z]\w+ [A-Z]\w+) (?:about|with)\b", text):
         found.append(f"a recipient without saying who they are ('email {m.group(1)}': a user? a contact?)")
-    if m := re.search(r"\btotal (\w+ )?rate\b", text):
-        found.append(f"a total of a rate ('{m.group(0)}')")
+    if m := re.search(r"\b(?:total|combined) (?:\w+ )?(?:rate|unit \w+|\w+ per \w+)\b", text):
+        found.append(f"a total of a rate or a price of one unit ('{m.group(0)}')")
+    for col in (c for t in spec.tables for c in t.columns if not c.additive):  # a deductible, a salary band
+        if m := re.search(rf"\b(?:total|combined) {re.escape(col.human)}\b", text):
+            found.append(f"a total of a column that does not add up ('{m.group(0)}')")
     found += wording(text)
     for table in spec.tables:
         for col in table.columns:  # found blind: "How many archived documents have record claim CLM-1?"
@@ -89,6 +92,8 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
         "Book an meeting for Jo.": "'an meeting'",
         "Mark account Zenith Foods as churned, then email Dalia Bauer about it.": "without saying who",
         "What is the total rate across the time entries of matter MAT-1?": "a total of a rate",
+        "What is the total unit price across the order items of order SO-1?": "a price of one unit",
+        "What is the combined estimated unit price of the requisition lines of PR-1?": "a price of one unit",
         "Escalate ticket T-1 for the why the ticket is escalated the requester wants; ask them.": "wh-clause",
         "Void a paycheck because of a only when its net pay is within the limit.": "article with no noun",
         "Do not void it because of a; place a stop payment instead.": "article with no noun",
@@ -100,6 +105,9 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
                or c.ref == "users" and c.human == "account owner")
     planted[f"How many active accounts have {ref.human} {users.singular} Jo Lee? Answer with a number."] = \
         "reference column as an object"
+    fixed = next((c for t in spec.tables for c in t.columns if not c.additive), None)
+    if fixed is not None:  # a column its pack marks additive: false (insurance: a deductible)
+        planted[f"What is the total {fixed.human} across the policies of Jo Lee?"] = "does not add up"
     for text, expected in planted.items():
         if "under review" in text and not claims:
             continue

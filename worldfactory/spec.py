@@ -322,11 +322,17 @@ class ColumnDef(Strict):
     # a date's meaning on the world's clock (worldfactory/audit.py): an event that happened, a plan that may
     # lie ahead, or a period bound; unset, the audit infers it from the column's name
     date_meaning: DateMeaning | None = None
+    # false: a number whose sum across records means nothing (a standard cost, a salary band bound, a
+    # deductible): questions ask for its highest value, not its total. A money column whose name says "rate",
+    # "per" or "unit" is one without saying so (generate/tasks/retrieval.py)
+    additive: bool = True
 
     @model_validator(mode="after")
     def _meaning_of_a_date(self) -> ColumnDef:
         if self.date_meaning is not None and self.type != "date":
             raise ValueError(f"date_meaning is for date columns; '{self.name}' is of type {self.type}")
+        if not self.additive and self.type not in ("money", "number", "integer"):
+            raise ValueError(f"additive is for numeric columns; '{self.name}' is of type {self.type}")
         return self
 
     @model_serializer(mode="wrap")
@@ -335,7 +341,7 @@ class ColumnDef(Strict):
         data = handler(self)
         if isinstance(data, dict):
             for key, unset in (("description", ""), ("fills_from", None), ("ref_states", None),
-                               ("date_meaning", None)):
+                               ("date_meaning", None), ("additive", True)):
                 if data.get(key, unset) == unset:
                     data.pop(key, None)
         return data
@@ -600,14 +606,26 @@ class Transition(Strict):
     destructive: bool = False
     # false: a step taken one record at a time, never in bulk, sweep or year-end tasks (a write-off, a refund)
     bulk: bool = True
+    # who asks for this step by email (the inbox's requests, generate/inbox.py): "party", the record's own
+    # party, a CRM contact it links to (a contact, or a contact of its account) when it has one, as a client
+    # asks to cancel their order; unset, a colleague (back-office steps: no buyer asks payroll to issue a
+    # paycheck)
+    requested_by: Literal["party"] | None = None
 
     @model_serializer(mode="wrap")
     def _without_default_bulk(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave `bulk` out while true, so the spec.json of a world whose steps all allow bulk keeps its bytes."""
+        """Leave `bulk` out while true and `requested_by` while unset, so the spec.json of a world that uses
+        neither keeps its bytes."""
         data = handler(self)
-        if self.bulk and isinstance(data, dict):
-            data.pop("bulk", None)
+        if isinstance(data, dict):
+            if self.bulk:
+                data.pop("bulk", None)
+            if self.requested_by is None:
+                data.pop("requested_by", None)
         return data
+
+
+PARTY_TABLES = ("contacts", "accounts")  # a record's own party, for `requested_by: party`: a contact, or its account
 
 
 class Workflow(Strict):
@@ -663,6 +681,11 @@ class TableDef(Strict):
                 raise ValueError(f"create names unknown column '{col}'")
         if self.label and self.label not in known:
             raise ValueError(f"label names unknown column '{self.label}'")
+        if not {c.ref for c in self.columns} & set(PARTY_TABLES):
+            for tr in self.workflow.transitions if self.workflow else []:
+                if tr.requested_by == "party":
+                    raise ValueError(f"transition '{tr.name}': requested_by: party needs a column of {self.name} "
+                                     f"that refers to {' or '.join(PARTY_TABLES)} (the party who asks)")
         return self
 
     @property

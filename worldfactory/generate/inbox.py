@@ -1,17 +1,21 @@
 """Work that arrives by email and by note: request emails seeded unread in the inbox, phone messages a
 colleague logged as notes, and what each one needs.
 
-A world with email, contacts and notes gets GROUPS groups of requests, each from one contact: a
+A world with email, contacts and notes gets GROUPS groups of requests, each from one sender: a colleague
+for back-office steps, or for a step its pack marks `requested_by: party` the record's own party (a CRM
+contact it refers to, or one of its account's), so nobody asks for what they would never ask (a buyer
+asking payroll to issue a paycheck). A group holds only requests its sender would make: a
 request to act on a record (a workflow step its guards allow), in half the groups one that a business
 rule forbids (to be declined: a reply, no change), and in some a duplicate of the first (a follow-up
 asking the same again: done once). In the PHONED_IN groups one more request came by phone: a colleague
 (the group's ``logger``) logged it as a note on the record it is about, and the reply goes by email.
-Then LAST_GROUPS groups of one request each, the contact's last email (dated on the world's clock,
+Then LAST_GROUPS groups of one request each, the sender's last email (dated on the world's clock,
 after an earlier email of theirs that asks nothing): one to act on, one a rule forbids where there is one.
-The seed stage inserts them (emails unread, in the inbox, addressed to the acting user); the tasks stage
+The seed stage inserts them (emails unread, in the inbox, addressed to the acting user: a colleague's
+with their id as sender and our address as recipient); the tasks stage
 plans the inbox family from the same plan (generate/tasks/inbox.py).
 
-The plan reads only tables the seeding does not write (the anchor, the guarded tables, contacts) and
+The plan reads only tables the seeding does not write (the anchor, the guarded tables, contacts, users) and
 draws from its own stream, so both stages compute the same plan from the seed and no other task's
 draws move. Each email is found again by its subject, which is unique.
 """
@@ -34,7 +38,7 @@ GROUPS = 6  # inbox tasks per world: one per group
 DECLINE_EVERY = 2  # groups 0, 2, 4 carry a request a rule forbids
 DUPLICATE_IN = (1, 4)  # these groups carry a follow-up that repeats their first request
 PHONED_IN = (2, 3)  # these groups carry one more request, phoned in and logged as a note
-LAST_GROUPS = 2  # "the last email from <contact>" tasks: one to act on, one to decline where a rule allows
+LAST_GROUPS = 2  # "the last email from <sender>" tasks: one to act on, one to decline where a rule allows
 NEEDED_TOOLS = ("search_contacts", "search_emails", "get_email", "create_email", "update_email")
 
 Kind = Literal["act", "decline", "duplicate"]
@@ -60,9 +64,10 @@ class Request:
 
 @dataclass
 class Group:
-    """The requests one contact sent, in the order they arrived."""
+    """The requests one sender sent, in the order they arrived."""
 
-    contact: dict[str, Any]
+    sender: dict[str, Any]  # a CRM contact's row, or (staff) a colleague's: a users row
+    staff: bool = False  # a colleague's requests (emails from them to us), not a contact's
     requests: list[Request] = field(default_factory=list)
     logger: dict[str, Any] | None = None  # the colleague who logged its phoned-in request, if any
     last: bool = False  # a "last email" group: one request, after an earlier email that asks nothing
@@ -152,38 +157,59 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     # Declines on the anchor first (in their shuffled order): a careless agent notes what it did on an anchor
     # record, so ignoring the rule shows in the end state; elsewhere the tool's refusal leaves nothing.
     declines.sort(key=lambda d: d[0].name != anchor.name)
-    rng.shuffle(contacts)
     today = date.fromisoformat(spec.brief.clock)
     actor = fetch_dicts(conn, "SELECT * FROM users WHERE id = ?", (ACTOR_ID,)) if "users" in names else []
-    # An email comes after the records it refers to (the realism audit): its contact's and its user's dates.
+    # An email comes after the records it refers to (the realism audit): its sender's and its user's dates.
     after = _latest(spec.table("users"), actor[0]) if actor else None
     if after is not None and after >= today.isoformat():
         return []
-    contacts = [c for c in contacts if (_latest(spec.table("contacts"), c) or "") < today.isoformat()]
+    by_id = {c["id"]: c for c in contacts if (_latest(spec.table("contacts"), c) or "") < today.isoformat()}
+    colleagues = [u for u in fetch_dicts(conn, "SELECT * FROM users WHERE id != ? AND active = 1 ORDER BY id",
+                                         (ACTOR_ID,))
+                  if (_latest(spec.table("users"), u) or "") < today.isoformat()] if actor else []
+    loggers = list(colleagues) if notes_usable(spec) else []
+    rng.shuffle(colleagues)
     used: set[tuple[str, int]] = set()
     groups: list[Group] = []
-    loggers = [u for u in fetch_dicts(conn, "SELECT * FROM users WHERE id != ? AND active = 1 ORDER BY id",
-                                      (ACTOR_ID,))
-               if (_latest(spec.table("users"), u) or "") < today.isoformat()] if notes_usable(spec) else []
-    last_ok = set(_quiet_contacts(conn, today))
+    senders: set[tuple[bool, int]] = set()  # (staff, id): each group has its own sender
+    quiet = {(False, c) for c in _quiet(conn, today, "contact_id")} | {(True, u) for u in _quiet(conn, today,
+                                                                                                 "sender_id")}
+    parties = {(a[0].name, a[1].name, a[2]["id"]): _party(conn, a[0], a[1], a[2]) for a in (*acts, *declines)}
+
+    def fits(found: tuple[Any, ...], group: Group) -> bool:
+        """Whether the request is one the group's sender would make: a colleague asks for back-office steps,
+        a record's party for the steps it asks for on its own records."""
+        ids = parties[(found[0].name, found[1].name, found[2]["id"])]
+        return group.sender["id"] in ids if not group.staff else not ids
+
+    def sender_of(found: tuple[Any, ...], last: bool) -> tuple[bool, dict[str, Any]] | None:
+        """Who sends the request: the record's party where its step is theirs to ask, else a colleague."""
+        ids = parties[(found[0].name, found[1].name, found[2]["id"])]
+        pool = [(False, by_id[c]) for c in ids if c in by_id] if ids else [(True, u) for u in colleagues]
+        return next(((staff, s) for staff, s in pool if (staff, s["id"]) not in senders
+                     and (not last or (staff, s["id"]) in quiet)), None)
+
     for i in range(GROUPS + LAST_GROUPS):
         last = i >= GROUPS
-        pool = [c for c in contacts[len(groups):] if not last or c["id"] in last_ok]
-        act = next((a for a in acts if (a[0].name, a[2]["id"]) not in used), None)
-        if act is None or not pool:
+        picked = next(((a, who) for a in acts if (a[0].name, a[2]["id"]) not in used
+                       for who in [sender_of(a, last)] if who is not None), None)
+        if picked is None:
             break
-        contacts.remove(pool[0])
-        contacts.insert(len(groups), pool[0])
-        contact = pool[0]
-        group = Group(contact=contact, last=last)
-        name = str(contact.get("full_name") or "")
+        if last and i > GROUPS:  # this one carries only a decline: its sender is the decline's
+            picked = next(((picked[0], who) for d in declines if (d[0].name, d[2]["id"]) not in used
+                           and d[0].name == anchor.name for who in [sender_of(d, last)] if who is not None), picked)
+        act, (staff, sender) = picked
+        senders.add((staff, sender["id"]))
+        group = Group(sender=sender, staff=staff, last=last)
+        name = str(sender.get("full_name") or "")
         day = today - timedelta(days=rng.randint(2, 6))
-        floor = max(d for d in (after, _latest(spec.table("contacts"), contact), "") if d is not None)
+        floor = max(d for d in (after, _latest(spec.table("users" if staff else "contacts"), sender), "")
+                    if d is not None)
         day = max(day, date.fromisoformat(floor)) if floor else day
         wanted: list[tuple[Kind, Any, Channel]] = [("act", act, "email")]
         if (i % DECLINE_EVERY == 0 and not last) or (last and i > GROUPS):
             decline = next((d for d in declines if (d[0].name, d[2]["id"]) not in used
-                            and (d[0].name, d[2]["id"]) != (act[0].name, act[2]["id"])
+                            and (d[0].name, d[2]["id"]) != (act[0].name, act[2]["id"]) and fits(d, group)
                             and (not last or d[0].name == anchor.name)), None)
             if decline is not None and last:
                 wanted = [("decline", decline, "email")]
@@ -191,10 +217,11 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
                 wanted.insert(rng.randint(0, 1), ("decline", decline, "email"))
         if i in DUPLICATE_IN:
             wanted.append(("duplicate", act, "email"))
-        if i in PHONED_IN and loggers:
+        others = [u for u in loggers if not (staff and u["id"] == sender["id"])]
+        if i in PHONED_IN and others:
             phoned = next((a for a in acts if (a[0].name, a[2]["id"]) not in used
-                           and (a[0].name, a[2]["id"]) != (act[0].name, act[2]["id"])), None)
-            logger = loggers[rng.randrange(len(loggers))]
+                           and (a[0].name, a[2]["id"]) != (act[0].name, act[2]["id"]) and fits(a, group)), None)
+            logger = others[rng.randrange(len(others))]
             note_floor = max(d for d in (_latest(spec.table("users"), logger),
                                          phoned and _latest(phoned[0], phoned[2]), "") if d is not None)
             if phoned is not None and note_floor < today.isoformat():
@@ -203,7 +230,7 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
         if last:
             day = today
             before = (today - timedelta(days=rng.randint(3, 9))).isoformat()
-            before = min(max(before, floor or before), today.isoformat())  # not before the contact exists
+            before = min(max(before, floor or before), today.isoformat())  # not before the sender exists
             group.earlier = (f"Thank you from {name}, {before}",
                              f"Hello,\n\nThank you for your help last time; nothing else is needed on that.\n\n{name}",
                              before)
@@ -236,15 +263,31 @@ def plan_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> list[Group]:
     return groups
 
 
-def _quiet_contacts(conn: sqlite3.Connection, today: date) -> list[int]:
-    """Contacts with no email dated in the last ten days: a request on the clock's day is their last email,
-    and the earlier one seeded before it stays their only other recent one. The emails this module seeds
-    (unread requests, the earlier "Thank you from" ones) do not count, so the tasks stage, reading the
-    seeded image, plans the same as the seed stage did."""
+def _quiet(conn: sqlite3.Connection, today: date, column: str) -> list[int]:
+    """Senders (contacts by contact_id, colleagues by sender_id) with no email dated in the last ten days: a
+    request on the clock's day is their last email, and the earlier one seeded before it stays their only
+    other recent one. The emails this module seeds (unread requests, the earlier "Thank you from" ones) do
+    not count, so the tasks stage, reading the seeded image, plans the same as the seed stage did."""
     since = (today - timedelta(days=10)).isoformat()
+    table = "contacts" if column == "contact_id" else "users"
     return [int(r[0]) for r in conn.execute(
-        "SELECT id FROM contacts c WHERE NOT EXISTS (SELECT 1 FROM emails e WHERE e.contact_id = c.id "
+        f"SELECT id FROM {table} c WHERE NOT EXISTS (SELECT 1 FROM emails e WHERE e.{column} = c.id "
         "AND e.sent_on >= ? AND e.unread = 0 AND e.subject NOT LIKE 'Thank you from %') ORDER BY id", (since,))]
+
+
+def _party(conn: sqlite3.Connection, table: TableDef, tr: Transition, row: dict[str, Any]) -> list[int]:
+    """The contacts who would ask for this step on this record: for a step its pack says the record's party
+    requests, the contact it refers to or the contacts of its account; empty where a colleague asks."""
+    if tr.requested_by != "party":
+        return []
+    for col in table.columns:
+        if col.ref == "contacts" and row.get(col.name) is not None:
+            return [int(row[col.name])]
+    for col in table.columns:
+        if col.ref == "accounts" and row.get(col.name) is not None:
+            return [int(r[0]) for r in conn.execute("SELECT id FROM contacts WHERE account_id = ? ORDER BY id",
+                                                    (row[col.name],))]
+    return []
 
 
 def _latest(table: TableDef, row: dict[str, Any]) -> str | None:
@@ -260,6 +303,7 @@ def seed_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> int:
     table = spec.table("emails") if groups else None
     if table is None:
         return 0
+    actor = fetch_dicts(conn, "SELECT * FROM users WHERE id = ?", (ACTOR_ID,))[0]
     cols = ["id"] + [c.name for c in table.columns]
     next_id = int(conn.execute("SELECT coalesce(max(id), 0) FROM emails").fetchone()[0]) + 1
     rows = []
@@ -267,8 +311,10 @@ def seed_inbox(spec: WorldSpec, conn: sqlite3.Connection) -> int:
     next_note = int(conn.execute("SELECT coalesce(max(id), 0) FROM notes").fetchone()[0]) + 1 if note_cols else 0
     notes = []
     for group in groups:
-        base = {"sender_id": ACTOR_ID, "contact_id": group.contact["id"], "to_address": None, "folder": "inbox",
-                "in_reply_to": None}
+        # a contact's email: in our inbox, from them; a colleague's: sent by them to our address
+        base = ({"sender_id": group.sender["id"], "contact_id": None, "to_address": actor["email"]} if group.staff
+                else {"sender_id": ACTOR_ID, "contact_id": group.sender["id"], "to_address": None})
+        base.update({"folder": "inbox", "in_reply_to": None})
         if group.earlier is not None:
             subject, body, day = group.earlier
             rows.append([{**base, "id": next_id, "subject": subject, "body": body, "sent_on": day,

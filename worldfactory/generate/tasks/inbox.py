@@ -63,16 +63,21 @@ def _email_id(b: TaskBuilder, subject: str) -> int | None:
 
 
 def plan(b: TaskBuilder, group: Group) -> Plan | None:
-    name = group.contact.get("full_name")
+    name = group.sender.get("full_name")
     if not name:
         return None
-    cid = group.contact["id"]
+    sid = group.sender["id"]
     anchor = b.spec.table(b.spec.anchor)
     notes = "create_note" in b.tools and b.has_table("notes")
     if group.last and not notes:
         return None
-    oracle = [ToolCall(tool="search_contacts", args={"full_name": name}),
-              ToolCall(tool="search_emails", args={"contact_id": cid, **({} if group.last else {"unread": True})})]
+    if group.staff and "search_users" not in b.tools:
+        return None
+    # a colleague's emails carry their id as sender; a reply goes to their address
+    who, by = ("search_users", "sender_id") if group.staff else ("search_contacts", "contact_id")
+    to = {"to_address": group.sender["email"]} if group.staff else {"contact_id": sid}
+    oracle = [ToolCall(tool=who, args={"full_name": name}),
+              ToolCall(tool="search_emails", args={by: sid, **({} if group.last else {"unread": True})})]
     if group.logger is not None:
         if "search_notes" not in b.tools or "search_users" not in b.tools:
             return None
@@ -111,11 +116,12 @@ def plan(b: TaskBuilder, group: Group) -> Plan | None:
                 declined.append(note)
         if req.channel == "note":
             oracle.append(ToolCall(tool="create_email", args={"subject": f"Re: {req.subject}", "body": reply,
-                                                              "contact_id": cid}))
+                                                              **to}))
             continue
         oracle.append(ToolCall(tool="create_email", args={"subject": f"Re: {req.subject}", "body": reply,
-                                                          "contact_id": cid, "in_reply_to": eid}))
+                                                          **to, "in_reply_to": eid}))
         oracle.append(ToolCall(tool="update_email", args={"email_id": eid, "unread": False}))
+    name = f"our colleague {name}" if group.staff else name
     if group.last:
         phrase = LAST_PHRASES[len(b.tasks) % len(LAST_PHRASES)]
         text = phrase.format(name=name) + " " + LAST_RULES.format(anchor=anchor.singular)

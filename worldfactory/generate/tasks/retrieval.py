@@ -1,5 +1,6 @@
 """retrieval: answer a question exactly: how many records of a parent are in a state, the total of a
-money column across them, the list of their labels, or one field of a named record."""
+money column across them (the highest, for a price of one unit, whose total means nothing), the list of
+their labels, or one field of a named record."""
 
 from __future__ import annotations
 
@@ -19,15 +20,24 @@ ASK = {"number": " Give the amount as a number.", "int": " Answer with a number.
        "date": " Give the date (YYYY-MM-DD).", "text": ""}
 
 
+PER_UNIT = {"rate", "per", "unit"}  # words of a money column that prices one unit ("unit price", "nightly rate")
+
+
 def _summable(col: Any) -> bool:
-    """A money column whose total means something: an amount, not a rate ("the total rate across the time
-    entries" adds hourly rates, which no one asks for, and left a careful agent guessing hours x rate)."""
-    words = col.human.split()
-    return col.type == "money" and not ({"rate", "per"} & set(words))
+    """A money column whose total means something: an amount, not a price of one unit ("the total unit price
+    across the order items" adds prices of different items, and "the total rate across the time entries"
+    left a careful agent guessing hours x rate), nor one its pack marks `additive: false` (a deductible)."""
+    return col.type == "money" and col.additive and not PER_UNIT & set(col.human.split())
+
+
+def _money(col: Any) -> bool:
+    """A money column a question can ask about: its total where it adds up, else its highest value."""
+    return col.type == "money"
 
 
 def candidates(b: TaskBuilder) -> Pools:
-    """Four pools: counts, sums and lists over each parent's records, and fields of named records."""
+    """Four pools: counts, sums (or highest prices) and lists over each parent's records, and fields of named
+    records."""
     counts: list[Any] = []
     sums: list[Any] = []
     lists: list[Any] = []
@@ -37,7 +47,7 @@ def candidates(b: TaskBuilder) -> Pools:
             for pid in b.parent_ids(table, col):
                 if table.workflow and table.workflow.column in table.search:
                     counts.append(("count", table, col, pid))
-                if any(_summable(c) for c in table.columns):
+                if any(_money(c) for c in table.columns):
                     sums.append(("sum", table, col, pid))
                 if table.label and table.workflow and table.workflow.column in table.search:
                     lists.append(("list", table, col, pid))
@@ -85,11 +95,17 @@ def plan(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
         search = ToolCall(tool=f"search_{table.name}", args={col.name: key, wf: state, "limit": 1})
         return Plan(q, paddr.lookup + [search], table.name, answer=n, answer_type="int")
     if kind == "sum":
-        money = b.rng.choice([c for c in table.columns if _summable(c)])
+        money = b.rng.choice([c for c in table.columns if _money(c)])
+        search = ToolCall(tool=f"search_{table.name}", args={col.name: key, "limit": SEARCH_MAX})
+        if not _summable(money):  # a price of one unit: its highest, never its sum
+            values = [float(r[money.name]) for r in rows if r[money.name] is not None]
+            if not values:
+                return None
+            q = f"What is the highest {money.human} among the {plural} {of}? Give the amount in dollars."
+            return Plan(q, paddr.lookup + [search], table.name, answer=round(max(values), 2), answer_type="number")
         total = round(sum(float(r[money.name] or 0) for r in rows), 2)
         q = (f"What is the combined {money.human} of the {plural} {of}?" if "total" in money.human.split()
              else f"What is the total {money.human} across the {plural} {of}?") + " Give the total in dollars."
-        search = ToolCall(tool=f"search_{table.name}", args={col.name: key, "limit": SEARCH_MAX})
         return Plan(q, paddr.lookup + [search], table.name, answer=total, answer_type="number")
     assert table.workflow is not None and table.label
     wf = table.workflow.column
