@@ -72,6 +72,8 @@ def wording(text: str) -> list[str]:
         found.append(f"an article with no noun ('{text[max(0, m.start() - 20):m.end() + 6]}')")
     if m := re.search(r"\bthe requester (?:gives you|wants) [a-z]+", text):
         found.append(f"a word after the requester's part ('{m.group(0)}')")
+    if m := re.search(r"\bthe (?:reason|way|time|place|person) (?:\w+ ){2,}the requester wants\b", text):
+        found.append(f"a clause before the requester's part ('{m.group(0)}')")
     if m := re.search(r"\bwhose (\w+ed) is\b", text):
         found.append(f"a participle as a noun ('{m.group(0)}')")
     if m := re.search(r"\bis [a-z]+_[a-z_]+\.", text):
@@ -95,6 +97,7 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
         "What is the total unit price across the order items of order SO-1?": "a price of one unit",
         "What is the combined estimated unit price of the requisition lines of PR-1?": "a price of one unit",
         "Escalate ticket T-1 for the why the ticket is escalated the requester wants; ask them.": "wh-clause",
+        "Terminate employee E1 for the reason employment ends the requester wants; ask them for it.": "a clause before",
         "Void a paycheck because of a only when its net pay is within the limit.": "article with no noun",
         "Do not void it because of a; place a stop payment instead.": "article with no noun",
         "Record shift S-1 as worked for the hours actually worked the requester gives you hours.": "after the req",

@@ -25,7 +25,7 @@ from worldfactory.spec import Param, TableDef, ToolCall, Transition, has_name
 from ..workflow import guards_hold, id_param, say_value, task_value
 from .builder import TaskBuilder
 from .driver import Plan, Stream
-from .words import cap, human, of_parent, param_noun, unit_after
+from .words import WH_NOUNS, cap, human, of_parent, param_noun, unit_after
 
 FAMILY = "ask"
 QUOTA = 8
@@ -157,7 +157,10 @@ def _plan_valued(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     topic = p.name
     unit = unit_after(tr.verb, p.name, p.name)  # "for {hours_worked} hours": the unit goes with the slot
     noun = "amount" if p.type == "money" else f"number of {unit}" if unit and kind == "amount" else _human(p)
-    placeholder = f"the {noun} the requester gives you" if kind == "amount" else f"the {noun} the requester wants"
+    # a noun made of a wh-clause is said by its head where the requester's choice fills it ("terminate employee
+    # E00028 for the reason the requester wants", not "for the reason employment ends the requester wants")
+    head = noun.split()[0] if noun.split()[0] in WH_NOUNS.values() and len(noun.split()) > 2 else noun
+    placeholder = f"the {noun} the requester gives you" if kind == "amount" else f"the {head} the requester wants"
     obj = f"{table.singular} {label}"
     verb = tr.verb.replace("{" + p.name + "} " + unit, "{" + p.name + "}") if unit else tr.verb
     if "{" + p.name + "}" not in tr.verb:
