@@ -543,6 +543,20 @@ def calc_of(value: Any) -> str | None:
     return None
 
 
+DATE_AFTER = "date_after"  # a value `{date_after: <date>, days: <N or rule>}` in `set` and effects
+
+
+def date_after_of(value: Any) -> tuple[str, int | str] | None:
+    """(the date counted from, the days: a whole number or a rule's name) of a `{date_after: ..., days: ...}`
+    value, or None for any other value. The date is `$today`, `row.<date column>` or `$<date parameter>`."""
+    if not (isinstance(value, dict) and set(value) == {DATE_AFTER, "days"} and isinstance(value[DATE_AFTER], str)):
+        return None
+    days = value["days"]
+    if isinstance(days, bool) or not isinstance(days, int | str):
+        return None
+    return value[DATE_AFTER], days
+
+
 class Condition(Strict):
     """When an effect applies: `<field> <op> <value>`, over the same reads as a guard's field."""
 
