@@ -195,6 +195,9 @@ def test_a_table_without_constraints_keeps_its_bytes() -> None:
     assert "constraints" not in table.model_dump()
     assert "constraints" in TableDef(name="t", singular="t", rows=1, columns=[{"name": "x", "type": "money"}],
                                      constraints=[{"limit": "x", "rule": "r"}]).model_dump()
+    allowed = TableDef(name="t", singular="t", rows=1, columns=[{"name": "x"}, {"name": "k"}],
+                       constraints=[{"category": "x", "by": "k", "allowed": {"a": ["b"]}}]).model_dump()
+    assert "month_days" not in allowed["constraints"][0]  # a category that predates month_days keeps its bytes
 
 
 BAD = [

@@ -440,6 +440,15 @@ class CategoryC(Strict):
                 raise ValueError(f"month_days.{kind}: name at least one MM-DD day")
         return self
 
+    @model_serializer(mode="wrap")
+    def _without_unused_month_days(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `month_days` out while unset, so the spec.json of a world whose categories predate it keeps its
+        bytes."""
+        data = handler(self)
+        if self.month_days is None and isinstance(data, dict):
+            data.pop("month_days", None)
+        return data
+
 
 class RefersC(Strict):
     """A reference respects the referenced row's state: {refers: user_id, to: {active: [true]},
