@@ -16,6 +16,7 @@ import yaml
 
 from worldfactory.audit import audit_bundle, audit_image
 from worldfactory.briefs import expand_world
+from worldfactory.constraints import nearest_day
 from worldfactory.generate.data import SeedDataError, build_seed_db, check_seed
 from worldfactory.generate.schema import build_spec
 from worldfactory.spec import CONSTRAINT_KINDS, TableDef, WorldSpec, constraint_kind
@@ -148,11 +149,55 @@ def test_the_generator_fits_rows_that_would_break_them(world_id: str, kinds: set
         assert (off, below) == (0, 0)
 
 
+TAX_DUE = {"q1": "04-30", "q2": "07-31", "q3": "10-31", "q4": "01-31", "annual": "01-31"}
+
+
+def test_a_tax_filing_is_due_on_its_period_s_day() -> None:
+    """payroll's `{category: due_on, by: tax_period, month_days: ...}`: drawn around the clock, a filing's due
+    date ignores its period; fitted, a quarter's return is due the last day of the month after it and an annual
+    one on January 31, near the drawn date; a planted wrong date is reported with table, row and rule."""
+    ts = load_templates()
+    spec = build_spec(expand_world("payroll.regional--v001", ts), ts)
+
+    def wrong(image: bytes) -> list[tuple[int, str, str]]:
+        conn = sqlite3.connect(":memory:")
+        conn.deserialize(image)
+        rows = conn.execute("SELECT id, tax_period, due_on FROM tax_filings").fetchall()
+        assert rows
+        return [r for r in rows if r[2][5:] != TAX_DUE[r[1]]]
+
+    drawn = build_seed_db(spec, ts.vocabulary, fit=False)
+    assert len(wrong(drawn)) > 10
+    assert {(v.rule, v.table, v.column) for v in audit_image(spec, drawn).violations} >= {
+        ("category", "tax_filings", "due_on")}
+    image = build_seed_db(spec, ts.vocabulary)
+    assert wrong(image) == [] and audit_image(spec, image).violations == []
+    conn = sqlite3.connect(":memory:")
+    conn.deserialize(image)
+    period = conn.execute("SELECT tax_period FROM tax_filings WHERE id = 3").fetchone()[0]
+    with conn:
+        conn.execute("UPDATE tax_filings SET due_on = '2026-05-15' WHERE id = 3")
+    [v] = audit_image(spec, conn.serialize()).violations
+    assert (v.rule, v.table, v.row, v.column) == ("category", "tax_filings", 3, "due_on")
+    assert v.detail == f"due_on 2026-05-15 does not fall on {TAX_DUE[period]} (MM-DD) for tax_period '{period}'"
+
+
+def test_nearest_day_keeps_a_date_near_where_it_was_drawn() -> None:
+    assert nearest_day("2026-05-20", ["04-30"]) == "2026-04-30"
+    assert nearest_day("2026-12-20", ["01-31"]) == "2027-01-31"
+    assert nearest_day("2026-03-01", ["02-29"]) == "2028-02-29"  # a day only leap years have
+    assert nearest_day("2026-06-15", ["04-30", "07-31"]) == "2026-04-30"  # 46 days either way: the earlier
+    assert nearest_day("2026-06-20", ["04-30", "07-31"]) == "2026-07-31"
+
+
 def test_a_table_without_constraints_keeps_its_bytes() -> None:
     table = TableDef(name="t", singular="t", rows=1, columns=[])
     assert "constraints" not in table.model_dump()
     assert "constraints" in TableDef(name="t", singular="t", rows=1, columns=[{"name": "x", "type": "money"}],
                                      constraints=[{"limit": "x", "rule": "r"}]).model_dump()
+    allowed = TableDef(name="t", singular="t", rows=1, columns=[{"name": "x"}, {"name": "k"}],
+                       constraints=[{"category": "x", "by": "k", "allowed": {"a": ["b"]}}]).model_dump()
+    assert "month_days" not in allowed["constraints"][0]  # a category that predates month_days keeps its bytes
 
 
 BAD = [
@@ -175,6 +220,10 @@ BAD = [
      "claims.amount_claimed is of type money; 'past' names a date column"),
     ({"past": "filed_on", "then": "status", "allowed": ["lapsed"]}, "constraints[0:past].allowed",
      "lapsed not in claims.status's enum"),
+    ({"category": "amount_claimed", "by": "policy_id.line", "month_days": {"auto": ["04-30"]}},
+     "constraints[0:category].category", "claims.amount_claimed is of type money; month_days names"),
+    ({"category": "filed_on", "by": "policy_id.line", "month_days": {"boat": ["04-30"]}},
+     "constraints[0:category].month_days.boat", "'boat' is not a value of policy_id.line"),
 ]
 
 
@@ -208,6 +257,11 @@ def test_a_declaration_of_an_unknown_kind_or_shape_names_the_file_and_field(tmp_
         load_templates(root)
     root = _templates_with_claims_constraint(tmp_path / "b", {"band": "amount_claimed", "ref": "policy_id"})
     with pytest.raises(TemplateError, match=r"insurance-claims.yaml.*constraints\[0\].*a band needs 'min' or 'max'"):
+        load_templates(root)
+    root = _templates_with_claims_constraint(tmp_path / "c", {"category": "filed_on", "by": "policy_id.line",
+                                                              "month_days": {"auto": ["4-30"]}})
+    with pytest.raises(TemplateError, match=r"insurance-claims.yaml.*constraints\[0\].*month_days.auto: '4-30' is "
+                                            r"not a day of the year as MM-DD"):
         load_templates(root)
 
 

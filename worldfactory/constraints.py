@@ -2,9 +2,9 @@
 
 A pack declares them per table (`constraints:` in its YAML; the kinds are typed in worldfactory/spec.py):
 `total` (a column equals the sum of its lines'), `band` (a value within its parent's min/max), `limit`
-(at most a rule's value, unless a column marks the exception), `category` (ranges or allowed values by a
-kind column), `refers` (a reference respects the referenced row's state), `same` (ownership: a column
-equals the referenced row's) and `past` (a value that follows the clock once a date has gone by).
+(at most a rule's value, unless a column marks the exception), `category` (ranges, allowed values or, for a
+date, days of the year by a kind column), `refers` (a reference respects the referenced row's state), `same`
+(ownership: a column equals the referenced row's) and `past` (a value that follows the clock once a date has gone by).
 Three users read them, one definition each:
 
 - `Fitter`: the seed generator (generate/data.py) moves a drawn row into its constraints, so a seed starts true;
@@ -18,6 +18,7 @@ import math
 import random
 import sqlite3
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 from worldfactory.spec import (
@@ -216,6 +217,8 @@ class Fitter:
             allowed = [_norm(v) for v in c.allowed[kind]]
             if value not in allowed:
                 row[c.category] = self.rng.choice(allowed)
+        elif c.month_days is not None and kind in c.month_days and str(value)[5:] not in c.month_days[kind]:
+            row[c.category] = nearest_day(str(value), c.month_days[kind])
 
     def _refers(self, table: TableDef, c: RefersC, row: dict[str, Any]) -> None:
         name = _ref_table(self.spec, table, c.refers)
@@ -252,6 +255,20 @@ class Fitter:
         fits = [p["id"] for p in self.rows.get(name or "", []) if p.get(attr) == row.get(c.same)]
         if fits:  # the owner cannot be empty: point at a record the owner has
             row[ref] = self.rng.choice(fits)
+
+
+def nearest_day(drawn: str, days: list[str]) -> str:
+    """The date falling on one of the MM-DD `days` nearest the drawn date (the earlier on a tie), so a date
+    moved onto its kind's day stays near where the generator drew it; no random draw."""
+    start = date.fromisoformat(drawn)
+    candidates = []
+    for year in range(start.year - 4, start.year + 5):  # four years either side: 02-29 is in one of them
+        for day in days:
+            try:
+                candidates.append(date.fromisoformat(f"{year:04d}-{day}"))
+            except ValueError:  # 02-29 of a year without one
+                continue
+    return min(candidates, key=lambda d: (abs((d - start).days), d)).isoformat()
 
 
 def _target(c: Constraint) -> tuple[str, tuple[str, ...]]:
@@ -362,6 +379,10 @@ def _check_category(spec: WorldSpec, conn: sqlite3.Connection, t: TableDef, c: C
         elif c.allowed is not None and kind in c.allowed and value not in [_norm(v) for v in c.allowed[kind]]:
             out.append(("category", t.name, rid, c.category,
                         f"{c.category} '{value}' is not one of {_shown(c.allowed[kind])} for {c.by} '{kind}'"))
+        elif c.month_days is not None and kind in c.month_days and str(value)[5:] not in c.month_days[kind]:
+            out.append(("category", t.name, rid, c.category,
+                        f"{c.category} {value} does not fall on {_shown(c.month_days[kind])} (MM-DD) for {c.by} "
+                        f"'{kind}'"))
     return out
 
 
@@ -490,8 +511,11 @@ def check_pack_constraints(t: TableDef, tables: dict[str, TableDef], rules: set[
                 by = column(f"{loc}.by", attr, p) if p is not None else None
             else:
                 by = column(f"{loc}.by", c.by, t)
-            field = "ranges" if c.ranges is not None else "allowed"
-            kinds = c.ranges if c.ranges is not None else c.allowed or {}
+            field = "ranges" if c.ranges is not None else "allowed" if c.allowed is not None else "month_days"
+            kinds = c.ranges if c.ranges is not None else c.allowed if c.allowed is not None else c.month_days or {}
+            if target is not None and c.month_days is not None and target.type != "date":
+                out.append((f"{loc}.category", f"{t.name}.{c.category} is of type {target.type}; month_days "
+                            "names the days of the year a date column falls on"))
             if by is not None and by.enum:
                 for k in kinds:
                     if k not in by.enum:

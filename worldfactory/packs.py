@@ -133,9 +133,13 @@ def _check_reads(rep: Report, loc: str, text: str, t: TableDef, tr: Transition |
 def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition | None, allow_id: bool,
                  column: ColumnDef | None = None, scope: Scope | None = None) -> None:
     """A value written by a transition or a create tool: $today, $actor, $id, $<param>, row.<column>, $code
-    (the next code of the written column's own `code` generator), {calc: <expression>}, a literal."""
-    from worldfactory.spec import calc_of
+    (the next code of the written column's own `code` generator), {calc: <expression>}, {date_after: <date>,
+    days: <N or rule>}, a literal."""
+    from worldfactory.spec import DATE_AFTER, calc_of
 
+    if isinstance(value, dict) and DATE_AFTER in value:
+        _check_date_after(rep, loc, value, t, tr, column, scope)
+        return
     if isinstance(value, dict) and "calc" in value:
         text = calc_of(value)
         if tr is None:
@@ -147,6 +151,10 @@ def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition 
         _check_reads(rep, loc, text, t, tr, scope)
         if column is not None and column.type not in ("integer", "number", "money"):
             rep.add(loc, f"a computed value is a number; column '{column.name}' is {column.type}")
+        return
+    if isinstance(value, dict):
+        rep.add(loc, "a written value is $today, $actor, $<param>, row.<column>, a literal, {calc: \"<expression>\"} "
+                "or {date_after: <date>, days: <N or rule>}")
         return
     if not isinstance(value, str):
         return
@@ -169,6 +177,49 @@ def _check_value(rep: Report, loc: str, value: Any, t: TableDef, tr: Transition 
         cols = [c.name for c in t.columns]
         if col not in cols:
             rep.add(loc, f"'{value}': table '{t.name}' has no column '{col}'; known: {_known(cols)}")
+
+
+def _check_date_after(rep: Report, loc: str, value: dict[str, Any], t: TableDef, tr: Transition | None,
+                      column: ColumnDef | None, scope: Scope | None) -> None:
+    """A relative date {date_after: <date>, days: <N or rule>} (issue 31: an issued invoice is due in 30 days):
+    the date is $today, row.<date column> or $<date parameter>; days a whole number or a declared rule; it
+    writes a date column, with days inside that column's own `date_after` draw so tool-written rows look seeded."""
+    from worldfactory.spec import date_after_of
+
+    shape = "a relative date is {date_after: <$today, row.<date column> or $<date parameter>>, days: <N or rule>}"
+    relative = date_after_of(value)
+    if tr is None:
+        rep.add(loc, "a relative date {date_after: ...} belongs to a transition's `set` or effects, not a create tool")
+        return
+    if relative is None:
+        rep.add(loc, f"{shape}; got {value}")
+        return
+    start, days = relative
+    cols = {c.name: c for c in t.columns}
+    params = {p.name: p for p in tr.params}
+    if start.startswith("row."):
+        if cols.get(start[4:]) is None or cols[start[4:]].type != "date":
+            rep.add(f"{loc}.date_after", f"'{start}': table '{t.name}' has no date column '{start[4:]}'; its date "
+                    f"columns: {_known(c.name for c in t.columns if c.type == 'date')}")
+    elif start.startswith("$") and start != "$today":
+        if params.get(start[1:]) is None or params[start[1:]].type != "date":
+            rep.add(f"{loc}.date_after", f"'{start}': transition '{tr.name}' has no date parameter '{start[1:]}'; "
+                    f"its date parameters: {_known(p.name for p in tr.params if p.type == 'date')}")
+    elif start != "$today":
+        rep.add(f"{loc}.date_after", f"{shape}; got '{start}'")
+    if isinstance(days, str) and scope is not None and days not in scope.rules:
+        rep.add(f"{loc}.days", f"'{days}' is neither a whole number of days nor a rule; rules declared "
+                f"{scope.where}: {_known(scope.rules)}")
+    if column is None:
+        return
+    if column.type != "date":
+        rep.add(loc, f"a relative date writes a date column; '{column.name}' is {column.type}")
+        return
+    gen = column.gen if isinstance(column.gen, dict) else {}
+    drawn = gen.get("days") if "date_after" in gen else None
+    if isinstance(days, int) and isinstance(drawn, list) and len(drawn) == 2 and not drawn[0] <= days <= drawn[1]:
+        rep.add(f"{loc}.days", f"{days} days is outside the {drawn} days that seeded rows of '{column.name}' are "
+                f"drawn with; tool-written and seeded rows would differ")
 
 
 def _literal_problem(c: ColumnDef, v: Any) -> str | None:

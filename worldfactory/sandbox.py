@@ -23,8 +23,8 @@ ALLOWED_NODES = {"Module", "Expr", "ImportFrom", "alias", "Assign", "FunctionDef
                  "UnaryOp", "Call", "keyword", "Compare", "Is", "IsNot", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE",
                  "In", "NotIn", "Constant", "Dict", "DictComp", "comprehension", "IfExp", "List", "Tuple", "Name",
                  "Load", "Store", "Subscript"}
-ALLOWED_ATTRIBUTES = {"actor", "audit", "calc", "computed", "get", "guard", "holds", "insert", "items", "next_code",
-                      "require_state", "rule", "search", "today", "update"}
+ALLOWED_ATTRIBUTES = {"actor", "audit", "calc", "computed", "days_after", "get", "guard", "holds", "insert", "items",
+                      "next_code", "require_state", "rule", "search", "today", "update"}
 ALLOWED_BUILTINS = {"bool", "dict", "float", "int", "str", "round", "None", "True", "False"}
 MODULE_NAMES = {"__all__", "_"}  # the only module-level assignments
 _BUILTINS = set(dir(builtins))

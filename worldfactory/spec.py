@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import string
+from datetime import date
 from typing import Annotated, Any, Literal
 
 from annotated_types import MaxLen
@@ -410,21 +411,43 @@ class LimitC(Strict):
 class CategoryC(Strict):
     """Values that depend on a kind: {category: weight_kg, by: kind, ranges: {parcel: [0.1, 30]}} or
     {category: treatment, by: kind, allowed: {dental: [cleaning, filling]}}; kinds not listed are free. `by` may
-    read the kind from a referenced row: {category: incident_type, by: policy_id.line, allowed: {...}}."""
+    read the kind from a referenced row: {category: incident_type, by: policy_id.line, allowed: {...}}. A date
+    falls on a day of the year by kind: {category: due_on, by: tax_period, month_days: {q1: ["04-30"]}} (a
+    quarter's return is due the last day of the month after it), any year."""
 
     category: str = Field(pattern=NAME_PATTERN)
     by: str = Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?$")
     ranges: dict[str, tuple[float, float]] | None = None
     allowed: dict[str, list[Scalar]] | None = None
+    month_days: dict[str, list[str]] | None = None  # kind -> the "MM-DD" days of the year the date may fall on
     when: RowFilter = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_of(self) -> CategoryC:
-        if (self.ranges is None) == (self.allowed is None):
-            raise ValueError("a category constraint needs exactly one of 'ranges' or 'allowed'")
+        if sum(x is not None for x in (self.ranges, self.allowed, self.month_days)) != 1:
+            raise ValueError("a category constraint needs exactly one of 'ranges', 'allowed' or 'month_days'")
         for kind, pair in (self.ranges or {}).items():
             _ordered(pair, f"ranges.{kind}")
+        for kind, days in (self.month_days or {}).items():
+            for day in days:
+                try:  # a leap year, so 02-29 is a day some years have
+                    if not re.fullmatch(r"\d\d-\d\d", day):
+                        raise ValueError(day)
+                    date.fromisoformat(f"2000-{day}")
+                except ValueError:
+                    raise ValueError(f"month_days.{kind}: '{day}' is not a day of the year as MM-DD") from None
+            if not days:
+                raise ValueError(f"month_days.{kind}: name at least one MM-DD day")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unused_month_days(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `month_days` out while unset, so the spec.json of a world whose categories predate it keeps its
+        bytes."""
+        data = handler(self)
+        if self.month_days is None and isinstance(data, dict):
+            data.pop("month_days", None)
+        return data
 
 
 class RefersC(Strict):
@@ -541,6 +564,20 @@ def calc_of(value: Any) -> str | None:
     if isinstance(value, dict) and set(value) == {CALC} and isinstance(value[CALC], str):
         return value[CALC]
     return None
+
+
+DATE_AFTER = "date_after"  # a value `{date_after: <date>, days: <N or rule>}` in `set` and effects
+
+
+def date_after_of(value: Any) -> tuple[str, int | str] | None:
+    """(the date counted from, the days: a whole number or a rule's name) of a `{date_after: ..., days: ...}`
+    value, or None for any other value. The date is `$today`, `row.<date column>` or `$<date parameter>`."""
+    if not (isinstance(value, dict) and set(value) == {DATE_AFTER, "days"} and isinstance(value[DATE_AFTER], str)):
+        return None
+    days = value["days"]
+    if isinstance(days, bool) or not isinstance(days, int | str):
+        return None
+    return value[DATE_AFTER], days
 
 
 class Condition(Strict):

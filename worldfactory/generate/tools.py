@@ -20,7 +20,17 @@ from worldfactory import GENERATOR_VERSION
 from worldfactory.expressions import is_expression, references, related_columns
 from worldfactory.generate.tasks.words import a_or_an
 from worldfactory.generate.workflow import id_param, slug
-from worldfactory.spec import ColumnDef, ColumnType, Effect, Param, TableDef, Transition, WorldSpec, calc_of
+from worldfactory.spec import (
+    ColumnDef,
+    ColumnType,
+    Effect,
+    Param,
+    TableDef,
+    Transition,
+    WorldSpec,
+    calc_of,
+    date_after_of,
+)
 from worldfactory.templates import TemplateError
 
 ToolKind = Literal["search", "get", "create", "update", "transition"]
@@ -350,6 +360,11 @@ def _code_expr(table: TableDef, column: str) -> str:
 
 
 def _value_expr(value: Any, row_var: str = "row", id_var: str | None = None) -> str:
+    relative = date_after_of(value)
+    if relative is not None:  # {date_after: <date>, days: <N or rule>}: counted from the world's clock
+        start, days = relative
+        count = f"db.rule({days!r})" if isinstance(days, str) else repr(days)
+        return f"db.days_after({_value_expr(start, row_var, id_var)}, {count})"
     if isinstance(value, str):
         if value == "$today":
             return "db.today"

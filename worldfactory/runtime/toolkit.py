@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import date, timedelta
 from typing import Any, TypeVar
 
 from worldfactory.expressions import evaluate
@@ -128,6 +129,16 @@ class ToolDB:
         if kind == "integer":
             return int(round(value))
         return round(value, 2) if kind == "money" else value
+
+    def days_after(self, start: Any, days: float) -> str:
+        """A `{date_after: ..., days: ...}` value: the date `days` after `start` (the world's clock, never the wall
+        clock, or a date of the row or the call), so a due date follows its terms the way seeded rows do."""
+        if start is None:
+            raise ToolError(f"cannot count {days:g} days after a date that is missing")
+        try:
+            return (date.fromisoformat(str(start)) + timedelta(days=int(round(days)))).isoformat()
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"cannot count {days:g} days after {start!r}: not a YYYY-MM-DD date") from exc
 
     def holds(self, left: Any, op: str, right: Any) -> bool:
         """Whether an effect's `when` holds (a missing value never does)."""
