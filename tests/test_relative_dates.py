@@ -90,3 +90,27 @@ def test_a_bad_relative_date_is_refused_naming_the_file_and_field(tmp_path: Path
     lines = check_files([_pack(tmp_path, review) / "domains" / "help-desk.yaml"])
     assert any("help-desk.yaml" in line and f"resolve_request]{field}" in line and said in line
                for line in lines), lines
+
+
+def test_a_create_tools_default_date_counts_from_the_clock(tmp_path: Path) -> None:
+    """create_defaults take a relative date from $today (the tickets module: a new ticket is due in 3 days, as
+    seeded ones are 1 to 5 days after they open); one counted from the new row's own dates is refused."""
+    root = _pack(tmp_path, "{date_after: row.opened_on, days: 10}")
+    pack = root / "domains" / "help-desk.yaml"
+    defaults = "create_defaults: {opened_on: $today, status: open, credit: 0}"
+    text = pack.read_text()
+    assert defaults in text
+    pack.write_text(text.replace(defaults, defaults[:-1] + ", review_on: {date_after: $today, days: 10}}"))
+    ts = load_templates(root)
+    build_world(SMALL[0], tmp_path / "out", ts)
+    world = World.open(tmp_path / "out" / "worlds" / SMALL[0])
+    with world.episode() as ep:
+        account = ep.call("search_accounts", {}).result["results"][0]["id"]
+        made = ep.call("create_request", {"reference": "REQ-NEW-1", "account_id": account, "fee": 10})
+    assert made.ok, made.error
+    assert made.result["request"]["review_on"] == _plus(world.clock, 10)
+    pack.write_text(text.replace(defaults, defaults[:-1] + ", review_on: {date_after: row.opened_on, days: 10}}"))
+    lines = check_files([pack])
+    assert any("help-desk.yaml" in line and "create_defaults.review_on.date_after" in line
+               and "counts from $today" in line for line in lines), lines
+

@@ -188,15 +188,16 @@ def _check_date_after(rep: Report, loc: str, value: dict[str, Any], t: TableDef,
 
     shape = "a relative date is {date_after: <$today, row.<date column> or $<date parameter>>, days: <N or rule>}"
     relative = date_after_of(value)
-    if tr is None:
-        rep.add(loc, "a relative date {date_after: ...} belongs to a transition's `set` or effects, not a create tool")
-        return
     if relative is None:
         rep.add(loc, f"{shape}; got {value}")
         return
     start, days = relative
+    if tr is None and start != "$today":  # a create tool's default: the new row has no dates, the tool no params
+        rep.add(f"{loc}.date_after", f"a create tool's default counts from $today (the new row has no dates yet); "
+                f"got '{start}'")
+        return
     cols = {c.name: c for c in t.columns}
-    params = {p.name: p for p in tr.params}
+    params = {p.name: p for p in tr.params} if tr is not None else {}
     if start.startswith("row."):
         if cols.get(start[4:]) is None or cols[start[4:]].type != "date":
             rep.add(f"{loc}.date_after", f"'{start}': table '{t.name}' has no date column '{start[4:]}'; its date "
