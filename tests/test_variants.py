@@ -60,3 +60,17 @@ def test_a_variant_without_an_update_tool_builds_and_no_task_calls_it(tmp_path: 
     assert not [t.task_id for t in world.tasks.values() for c in t.oracle if c.tool not in names | {ASK_TOOL}]
     assert world.manifest["coverage"] >= 0.95
     assert world.manifest["tool_set_sha256"] != _pair("help-desk.small--v001", ts)[1]
+
+
+def test_a_spec_is_its_own_and_changing_it_leaves_the_cached_templates_alone() -> None:
+    """build_spec hands out tables a caller may change (tests poison them; the template set is cached per
+    process): a change to one spec shows in no later spec of the same templates."""
+    ts = load_templates()
+    first = build_spec(expand_seed("insurance-claims.regional--v001", ts), ts)
+    for t in first.tables:
+        t.singular = "poisoned"
+        for c in t.columns:
+            c.label = "poisoned"
+    again = build_spec(expand_seed("insurance-claims.regional--v001", ts), ts)
+    assert not [t.name for t in again.tables
+                if t.singular == "poisoned" or any(c.label == "poisoned" for c in t.columns)]

@@ -37,10 +37,11 @@ def _resolve(value: Any, anchor: str) -> Any:
 
 
 def _resolve_table(table: TableDef, anchor: str) -> TableDef:
-    """The table with `$anchor` read as the pack's anchor table; validated again only where it names one
-    (a module's few tables: validating every table of every world again was most of build_spec's time)."""
+    """A copy of the table (the spec's own: a caller may change it; the template set is cached and shared) with
+    `$anchor` read as the pack's anchor table; validated again only where it names one (a module's few
+    tables: validating every table of every world again was most of build_spec's time)."""
     if '"$anchor"' not in table.model_dump_json(by_alias=True):
-        return table
+        return table.model_copy(deep=True)
     return TableDef.model_validate(_resolve(table.model_dump(by_alias=True, exclude_unset=False), anchor))
 
 
