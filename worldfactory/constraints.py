@@ -1,10 +1,11 @@
 """Cross-record constraints: a world's numbers and references agree with each other.
 
 A pack declares them per table (`constraints:` in its YAML; the kinds are typed in worldfactory/spec.py):
-`total` (a column equals the sum of its lines'), `band` (a value within its parent's min/max), `limit`
-(at most a rule's value, unless a column marks the exception), `category` (ranges, allowed values or, for a
-date, days of the year by a kind column), `refers` (a reference respects the referenced row's state), `same`
-(ownership: a column equals the referenced row's) and `past` (a value that follows the clock once a date has gone by).
+`total` (a column equals the sum of its lines'), `band` (a value, or a date, within its parent's min/max: a
+group's booking arrives within its block's dates), `limit` (at most a rule's value, unless a column marks the
+exception), `category` (ranges, allowed values or, for a date, days of the year by a kind column), `refers` (a
+reference respects the referenced row's state), `same` (ownership: a column equals the referenced row's) and
+`past` (a value that follows the clock once a date has gone by).
 Three users read them, one definition each:
 
 - `Fitter`: the seed generator (generate/data.py) moves a drawn row into its constraints, so a seed starts true;
@@ -18,7 +19,7 @@ import math
 import random
 import sqlite3
 from collections.abc import Callable
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from worldfactory.spec import (
@@ -100,6 +101,12 @@ def _within(col: ColumnDef, rng: random.Random, lo: float, hi: float) -> float |
         a, b = math.ceil(lo), math.floor(hi)
         return rng.randint(a, b) if a <= b else int(round(hi))
     return round(rng.uniform(lo, hi), 2)
+
+
+def _day_within(rng: random.Random, lo: str, hi: str) -> str:
+    """An ISO date drawn in [lo, hi] (a date band: the days of the parent's period)."""
+    a, b = date.fromisoformat(lo), date.fromisoformat(hi)
+    return (a + timedelta(days=rng.randint(0, (b - a).days))).isoformat()
 
 
 def _scale(lines: list[dict[str, Any]], col: str, want: float, have: float) -> None:
@@ -186,7 +193,7 @@ class Fitter:
             return
         col = table.column(c.band)
         if lo is not None and hi is not None and lo <= hi:
-            row[c.band] = _within(col, self.rng, lo, hi)
+            row[c.band] = _day_within(self.rng, lo, hi) if col.type == "date" else _within(col, self.rng, lo, hi)
         else:
             row[c.band] = lo if lo is not None and value < lo else hi
 
@@ -487,12 +494,18 @@ def check_pack_constraints(t: TableDef, tables: dict[str, TableDef], rules: set[
                 out.append((f"{loc}.by", f"{child.name} has {len(back)} columns that refer to '{t.name}'; "
                             f"name the one its lines hang on ({', '.join(back) or 'none'})"))
         elif isinstance(c, BandC):
-            column(f"{loc}.band", c.band, t, numeric=True)
+            have = {x.name: x for x in t.columns}
+            is_date = c.band in have and have[c.band].type == "date"  # a date within the parent's period
+            banded = column(f"{loc}.band", c.band, t, numeric=not is_date)
             p = parent(f"{loc}.ref", c.ref)
             for key in ("min", "max"):
                 name = getattr(c, key)
-                if p is not None and name is not None:
-                    column(f"{loc}.{key}", name, p, numeric=True)
+                if p is None or name is None:
+                    continue
+                bound = column(f"{loc}.{key}", name, p, numeric=not is_date)
+                if banded is not None and bound is not None and is_date and bound.type != "date":
+                    out.append((f"{loc}.{key}", f"{p.name}.{name} is of type {bound.type}; the band of a date "
+                                "(a child's date within its parent's period) is bounded by date columns"))
         elif isinstance(c, LimitC):
             column(f"{loc}.limit", c.limit, t, numeric=True)
             if c.rule not in rules:

@@ -89,6 +89,13 @@ def bounded(conn: sqlite3.Connection, where: str, max_steps: int = MAX_STEPS) ->
         conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, old_attached)
 
 
+def with_clock(conn: sqlite3.Connection, clock: str) -> sqlite3.Connection:
+    """Let derive statements read the world's clock as `today()` (an ISO date), so a status a derive moves
+    can follow the dates it moved (a booking whose start has passed is no longer a request)."""
+    conn.create_function("today", 0, lambda: clock, deterministic=True)
+    return conn
+
+
 def run(conn: sqlite3.Connection, sql: str, kind: Kind, where: str) -> list[Any]:
     """Check one pack statement with the authorizer, then run it bounded; its rows (invariants: one count)."""
     why = refusal(conn, sql, kind)

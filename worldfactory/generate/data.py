@@ -382,6 +382,7 @@ def build_seed_db(spec: WorldSpec, vocab: Vocabulary, fit: bool = True) -> bytes
                 conn.executemany(sql, [[r[c] for c in cols] for r in rows[table.name]])
             except sqlite3.IntegrityError as exc:
                 raise SeedDataError(f"table '{table.name}': generated rows break a constraint: {exc}") from exc
+        packsql.with_clock(conn, spec.brief.clock)
         for i, stmt in enumerate(spec.derive):
             packsql.run(conn, stmt, "derive", f"domains/{spec.brief.domain}.yaml: field 'derive[{i}]'")
         from .handbook import seed_handbook  # these read the generated rows back
