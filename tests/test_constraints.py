@@ -224,6 +224,8 @@ BAD = [
      "constraints[0:category].category", "claims.amount_claimed is of type money; month_days names"),
     ({"category": "filed_on", "by": "policy_id.line", "month_days": {"boat": ["04-30"]}},
      "constraints[0:category].month_days.boat", "'boat' is not a value of policy_id.line"),
+    ({"band": "incident_date", "ref": "policy_id", "min": "start_date", "max": "coverage_limit"},
+     "constraints[0:band].max", "insurance_policies.coverage_limit is of type money; the band of a date"),
 ]
 
 
