@@ -245,10 +245,14 @@ class Fitter:
             row[c.then] = self.rng.choice(allowed)
 
     def fit_clock(self, table: TableDef, row: dict[str, Any]) -> None:
-        """Fit the row's `past` constraints once its dates are final (they follow the clock, read last)."""
+        """Fit the row's `past` constraints once its dates are final (they follow the clock, read last); a
+        status one moves may bring others into force (a confirmed booking keeps the hours limit), fitted again."""
+        before = dict(row)
         for c, fit, _target, _reads, when in self.plans.get(table.name, []):
             if isinstance(c, PastC) and all(row.get(k) in vals for k, vals in when.items()):
                 fit(self, table, c, row)
+        if row != before:
+            self.fit_row(table, row)
 
     def _same(self, table: TableDef, c: SameC, row: dict[str, Any]) -> None:
         ref, attr = c.as_.split(".", 1)
