@@ -127,3 +127,21 @@ def test_derive_reads_the_clock_and_an_invariant_does_not(tmp_path: Path) -> Non
     lines = check_files([path], root)
     assert [x for x in lines if "derive[0]" in x] == [], lines
     assert any("field 'invariants[0].sql'" in x and "no such function: today" in x for x in lines), lines
+
+
+def test_a_status_the_clock_moves_keeps_the_constraints_it_brings_into_force() -> None:
+    """A resource booking still requested after its date is fitted to completed or declined; a completed one
+    keeps the hours limit that only held for confirmed, in-use and completed bookings (fitted again)."""
+    ts = load_templates()
+    spec = build_spec(expand_world("clinic-scheduling-billing.regional--v001", ts), ts)
+    table = spec.table("resource_bookings")
+    cap = spec.brief.rules["max_booking_hours"]
+    got = set()
+    for seed in range(40):
+        row = {"starts_on": "2020-01-01", "status": "requested", "duration_hours": cap * 10}
+        Fitter(spec, random.Random(seed), {}).fit_clock(table, row)
+        got.add(row["status"])
+        assert row["status"] in ("completed", "declined")
+        if row["status"] == "completed":
+            assert row["duration_hours"] <= cap, row
+    assert got == {"completed", "declined"}
