@@ -241,7 +241,7 @@ class Fitter:
     def _past(self, table: TableDef, c: PastC, row: dict[str, Any]) -> None:
         when = row.get(c.past)
         allowed = [_norm(v) for v in c.allowed]
-        if when is not None and when < self.spec.brief.clock and row.get(c.then) not in allowed:
+        if c.fit == "status" and when is not None and when < self.spec.brief.clock and row.get(c.then) not in allowed:
             row[c.then] = self.rng.choice(allowed)
 
     def fit_clock(self, table: TableDef, row: dict[str, Any]) -> None:

@@ -479,6 +479,17 @@ class PastC(Strict):
     then: str = Field(pattern=NAME_PATTERN)
     allowed: list[Scalar] = Field(min_length=1)
     when: RowFilter = Field(default_factory=dict)
+    # status: the draw moves `then` (a request past its day was answered); derive: the draw leaves the row and
+    # the pack's derive moves its dates to the clock (an unpaid pay run is this cycle's), checked after it
+    fit: Literal["status", "derive"] = "status"
+
+    @model_serializer(mode="wrap")
+    def _without_default_fit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave `fit` out while it is the default, so the spec.json of a world that predates it keeps its bytes."""
+        data = handler(self)
+        if self.fit == "status" and isinstance(data, dict):
+            data.pop("fit", None)
+        return data
 
 
 CONSTRAINT_KINDS: dict[str, type[Strict]] = {
