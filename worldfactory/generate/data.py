@@ -289,26 +289,8 @@ def _make_row(gen: _Gen, table: TableDef, n: int, parent: dict[str, Any] | None,
         fitter.fit_row(table, row)  # those whose inputs came later (a contact drawn after its account)
     gen.keep_dates(table, row, parent, plain + conditional)  # once the row's status and references are known
     if fitter is not None:
-        before = dict(row)
         fitter.fit_clock(table, row)  # values that follow the clock read the kept dates
-        if row != before and _follow_status(gen, table, row, parent, n, conditional):
-            fitter.fit_row(table, row)
     return row
-
-
-def _follow_status(gen: _Gen, table: TableDef, row: dict[str, Any], parent: dict[str, Any] | None, n: int,
-                   conditional: list[ColumnDef]) -> bool:
-    """A status the clock moved brings the columns that hold only for it (a denial's note, a completion date,
-    drawn and kept to the clock) and drops those that no longer hold; True when it drew one."""
-    drawn = []
-    for col in conditional:
-        if not _when_holds(col, row):
-            row[col.name] = None
-        elif row[col.name] is None:
-            row[col.name] = _normalise(col, gen.value(col, row, parent, n))
-            drawn.append(col)
-    gen.keep_dates(table, row, parent, drawn)
-    return bool(drawn)
 
 
 def _acting_user_active(table: TableDef, rows: list[dict[str, Any]]) -> None:
