@@ -116,3 +116,31 @@ def test_fit_derive_leaves_the_draw_and_fit_status_moves_it() -> None:
     past = next(c for c in leave.constraints
                 if isinstance(c, PastC))
     assert "fit" not in past.model_dump() and runs.constraints[-1].model_dump()["fit"] == "derive"
+
+
+# pack, table, the statuses still waiting, its date, the derive that moves their dates (left out: the fault)
+MOVED = [
+    ("accounts-payable.regional--v001", "payment_batches", ("draft", "submitted", "cfo_review", "approved"),
+     "scheduled_for", "UPDATE payment_batches SET scheduled_for"),
+    ("it-service-desk.regional--v001", "change_requests", ("draft", "submitted", "cab_review"), "planned_start",
+     "UPDATE change_requests SET planned_start"),
+    ("utilities-field-service.regional--v001", "work_orders", ("created", "awaiting_approval", "scheduled"),
+     "scheduled_on", "UPDATE work_orders SET scheduled_on"),
+    ("procurement.regional--v001", "contracts", ("draft", "legal_review"), "starts_on",
+     "UPDATE contracts SET starts_on"),
+]
+
+
+@pytest.mark.parametrize(("world", "table", "waiting", "col", "derive"), MOVED, ids=[m[0].split(".")[0] for m in MOVED])
+def test_work_still_waiting_is_dated_ahead(world: str, table: str, waiting: tuple[str, ...], col: str,
+                                           derive: str) -> None:
+    spec, image = _seed(world)
+    assert audit_image(spec, image).violations == []
+    marks = ", ".join("?" * len(waiting))
+    sql = f"SELECT count(*) FROM {table} WHERE status IN ({marks}) AND {col} < ?"
+    conn = _conn(image)
+    assert conn.execute(sql, (*waiting, spec.brief.clock)).fetchone()[0] == 0
+    assert conn.execute(f"SELECT count(*) FROM {table} WHERE status IN ({marks})", waiting).fetchone()[0] > 0
+    spec_b, image_b = _seed(world, drop=derive)
+    broken = _broken(spec_b, image_b)
+    assert broken and {(t, c) for t, _, c in broken} == {(table, "status")}
