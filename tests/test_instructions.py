@@ -72,8 +72,12 @@ def wording(text: str) -> list[str]:
         found.append(f"an article with no noun ('{text[max(0, m.start() - 20):m.end() + 6]}')")
     if m := re.search(r"\bthe requester (?:gives you|wants) [a-z]+", text):
         found.append(f"a word after the requester's part ('{m.group(0)}')")
+    if m := re.search(r"\bby the way the requester\b", text):
+        found.append(f"reads as 'by the way' ('{m.group(0)}')")
     if m := re.search(r"\bthe (?:reason|way|time|place|person) (?:\w+ ){2,}the requester wants\b", text):
         found.append(f"a clause before the requester's part ('{m.group(0)}')")
+    if m := re.search(r"\([^()]*\) \([^()]*\)", text):
+        found.append(f"two asides in a row ('{m.group(0)[:60]}')")
     if m := re.search(r"\bwhose (\w+ed) is\b", text):
         found.append(f"a participle as a noun ('{m.group(0)}')")
     if m := re.search(r"\bis [a-z]+_[a-z_]+\.", text):
@@ -98,6 +102,9 @@ def test_the_reader_catches_each_planted_defect(worlds: dict[str, World]) -> Non
         "What is the combined estimated unit price of the requisition lines of PR-1?": "a price of one unit",
         "Escalate ticket T-1 for the why the ticket is escalated the requester wants; ask them.": "wh-clause",
         "Terminate employee E1 for the reason employment ends the requester wants; ask them for it.": "a clause before",
+        "Record the final payment of trip T-1 by the way the requester wants; ask them for it.": "by the way",
+        "Reject lot L-1 for the the kind of defect found the requester wants; ask them for it.": "doubled",
+        "Do what it asks (which rules count) (where one forbids it, change nothing), then reply.": "two asides",
         "Void a paycheck because of a only when its net pay is within the limit.": "article with no noun",
         "Do not void it because of a; place a stop payment instead.": "article with no noun",
         "Record shift S-1 as worked for the hours actually worked the requester gives you hours.": "after the req",

@@ -157,9 +157,11 @@ def _plan_valued(b: TaskBuilder, candidate: tuple[Any, ...]) -> Plan | None:
     topic = p.name
     unit = unit_after(tr.verb, p.name, p.name)  # "for {hours_worked} hours": the unit goes with the slot
     noun = "amount" if p.type == "money" else f"number of {unit}" if unit and kind == "amount" else _human(p)
-    # a noun made of a wh-clause is said by its head where the requester's choice fills it ("terminate employee
-    # E00028 for the reason the requester wants", not "for the reason employment ends the requester wants")
-    head = noun.split()[0] if noun.split()[0] in WH_NOUNS.values() and len(noun.split()) > 2 else noun
+    # a noun made of a wh-clause is said by the parameter's name where the requester's choice fills it
+    # ("terminate employee E00028 for the reason the requester wants", not "for the reason employment ends the
+    # requester wants"; "record the final payment by the method the requester wants", not "by the way ...")
+    clause = noun.split()[0] in WH_NOUNS.values() and len(noun.split()) > 2
+    head = p.name.removesuffix("_id").replace("_", " ") if clause else noun
     placeholder = f"the {noun} the requester gives you" if kind == "amount" else f"the {head} the requester wants"
     obj = f"{table.singular} {label}"
     verb = tr.verb.replace("{" + p.name + "} " + unit, "{" + p.name + "}") if unit else tr.verb

@@ -25,10 +25,11 @@ PHRASES = [
     "Work through the unread emails from {name} in the inbox.",
     "Please handle the unread requests {name} sent to the inbox.",
 ]
+# one parenthesis: which rules count, and what a forbidden request gets (two in a row read as an aside to an aside)
 RULE_SCOPE = ("(a business rule forbids a request only where the description of the tool it needs names "
-              "that rule)")
-RULES = ("For each one: do what it asks where our business rules allow it " + RULE_SCOPE + " (where a rule "
-         "forbids it, change nothing), and do nothing twice if a request repeats an earlier one; {note}reply in its "
+              "that rule; where one does, change nothing)")
+RULES = ("For each one: do what it asks where our business rules allow it " + RULE_SCOPE + ", and do nothing "
+         "twice if a request repeats an earlier one; {note}reply in its "
          "thread (to the sender, subject \"Re: \" followed by its subject) saying what you did or why not; then mark "
          "it read.")
 NOTE_CLAUSE = "leave one note on each {anchor} you change saying what you did; "
@@ -39,9 +40,8 @@ LAST_PHRASES = [
     "Handle the last email {name} sent us.",
     "Deal with {name}'s most recent email.",
 ]
-LAST_RULES = ("Do what it asks where our business rules allow it " + RULE_SCOPE + " (where a rule forbids it, "
-              "change nothing); leave "
-              "one note on the {anchor} it is about saying what you did or why not; reply in its thread (to the "
+LAST_RULES = ("Do what it asks where our business rules allow it " + RULE_SCOPE + "; leave one note on the "
+              "{anchor} it is about saying what you did or why not; reply in its thread (to the "
               "sender, subject \"Re: \" followed by its subject) saying the same; then mark it read.")
 NOTE_DECLINED = "Declined as requested by email: a business rule does not allow it"
 NOTE_TEXT = "Done as requested by email"

@@ -91,6 +91,8 @@ def param_noun(name: str, description: str | None) -> str:
         return " ".join([WH_NOUNS[first], *words[1:]])
     if first in ("what", "which", "whether", "whom", "whose"):
         return plain
+    if first in ("the", "a", "an") and len(words) > 1:  # "the kind of defect found": the caller says "the"
+        return " ".join(words[1:])
     return " ".join(words)
 
 
