@@ -156,8 +156,11 @@ def _named(spec: WorldSpec, vocab: Vocabulary, conn: sqlite3.Connection, rng: ra
             if made >= count:
                 break
             name = str(row[table.label])
+            tails = [t for t in COMPANY_TAILS if t not in name.split()]  # never "Harbor Holdings Holdings"
+            if not tails:
+                continue
             alike = (f"{name}-{rng.choice(vocab.last_names)}" if _named_gen(table) == "person_name"
-                     else f"{name} {rng.choice(COMPANY_TAILS)}")
+                     else f"{name} {rng.choice(tails)}")
             cities = [c for c in vocab.cities if c != row[city]]
             taken = conn.execute(f"SELECT 1 FROM {table.name} WHERE {table.label} LIKE ?", (f"{name}%",)).fetchall()
             if len(taken) > 1 or not cities:
