@@ -300,3 +300,14 @@ def test_a_whole_number_fields_band_has_whole_bounds() -> None:
     assert band(money, 1234.0) in ((1110.6, 1234.0), (1234.0, 1357.4))
     rows = handbook.sections(spec, conn)
     assert any("from 34 to 37 inclusive" in r["body"] for r in rows if r["topic"] == block.rule)
+
+
+def test_a_look_alike_company_name_never_repeats_its_last_word() -> None:
+    """Found over the 100 seed types: "Harbor Holdings Holdings" beside "Harbor Holdings". With twins
+    as drawn, no account of the world where it was found names the same word twice in a row."""
+    templates = load_templates()
+    brief = expand_seed("manufacturing-quality.family-owned--v001", templates)
+    spec = build_spec(brief, templates)
+    names = [n for (n,) in open_image(build_seed_db(spec, templates.vocabulary)).execute("SELECT name FROM accounts")]
+    assert len(names) > 10
+    assert [n for n in names if any(a == b for a, b in zip(n.split(), n.split()[1:], strict=False))] == []
