@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from worldfactory.audit import audit_bundle, date_meaning
+from worldfactory.audit import WAITING_GRACE_DAYS, audit_bundle, date_meaning
 from worldfactory.spec import ColumnDef
 
 WORLD = "insurance-claims.regional--v001"
@@ -75,6 +75,42 @@ def test_a_planted_violation_of_each_rule_is_caught_with_table_row_and_rule(bund
     assert {"rule": "invariant", "table": "claims", "row": claim, "column": "",
             "detail": f"invariant '{name}' fails for 1 rows (domains/insurance-claims.yaml: field "
                       f"'invariants[3:{name}].sql')"} in shown["violations"]
+
+
+def test_a_row_still_waiting_long_past_its_day_is_caught_but_not_one_of_the_last_days(bundle: Path) -> None:
+    """Audit rule waiting_but_past: a meeting still scheduled 40 days after it fell is stale; one of three days
+    ago, or at the edge of the grace, waits for a task to mark it held."""
+    today = _clock(bundle)
+    old, recent, edge = ((today - timedelta(days=n)).isoformat() for n in (40, 3, WAITING_GRACE_DAYS))
+    before = _found(bundle)
+    with sqlite3.connect(bundle / "seed.db") as conn:
+        conn.execute("UPDATE calendar_events SET status = 'scheduled', starts_on = ? WHERE id = 4", (old,))
+        conn.execute("UPDATE calendar_events SET status = 'scheduled', starts_on = ? WHERE id = 5", (recent,))
+        conn.execute("UPDATE calendar_events SET status = 'scheduled', starts_on = ? WHERE id = 6", (edge,))
+        conn.execute("UPDATE calendar_events SET status = 'cancelled', starts_on = ? WHERE id = 7", (old,))
+    assert _found(bundle) - before == {("waiting_but_past", "calendar_events", 4, "starts_on")}
+    [v] = [v for v in audit_bundle(bundle).violations if v.rule == "waiting_but_past"]
+    assert v.detail == (f"status 'scheduled' but starts_on {old} is more than {WAITING_GRACE_DAYS} days before "
+                        f"today {today}")
+    cli = subprocess.run([sys.executable, "-m", "worldfactory.cli", "audit", str(bundle), "--json"],
+                         capture_output=True, text=True, check=False)
+    assert cli.returncode == 1, cli.stderr
+    assert json.loads(cli.stdout)[0]["by_rule"]["waiting_but_past"] == 1
+
+
+def test_the_seed_keeps_waiting_rows_within_the_grace_and_some_of_the_last_days(worlds_dir: Path) -> None:
+    """The generator gives a waiting row's plan date a floor WAITING_GRACE_DAYS before the clock (the insurance
+    example held 22 meetings still scheduled a month or more after they fell): none is older, the range maps
+    onto the rest (not piled on the floor day), and some fell in the last days for the tasks that mark them."""
+    bundle = worlds_dir / WORLD
+    today = _clock(bundle)
+    floor = (today - timedelta(days=WAITING_GRACE_DAYS)).isoformat()
+    with sqlite3.connect(f"file:{bundle / 'seed.db'}?mode=ro", uri=True) as conn:
+        stale, on_floor, recent, ahead = conn.execute(
+            "SELECT sum(starts_on < ?), sum(starts_on = ?), sum(starts_on >= ? AND starts_on < ?), "
+            "sum(starts_on >= ?) FROM calendar_events WHERE status = 'scheduled'",
+            (floor, floor, floor, today.isoformat(), today.isoformat())).fetchone()
+    assert stale == 0 and recent >= 2 and ahead > recent and on_floor <= 2, (stale, on_floor, recent, ahead)
 
 
 def test_seeded_approvals_keep_the_rule_their_tool_enforces(bundle: Path) -> None:

@@ -19,6 +19,7 @@ from worldfactory.runtime.world import World
 from worldfactory.spec import Task
 from worldfactory.stages.core import BuildContext, WorkDir, run_make, run_prove
 from worldfactory.stages.tasks import STAGE as TASKS
+from worldfactory.templates import load_templates
 
 WORLD = "insurance-claims.regional--v001"
 
@@ -42,7 +43,9 @@ def _folder(worlds_dir: Path, tmp_path: Path) -> tuple[WorkDir, BuildContext]:
     work = WorkDir(tmp_path / "work", WORLD)
     for name in (*TASKS.reads, *TASKS.writes):
         work.write(name, (worlds_dir / WORLD / name).read_bytes())
-    return work, BuildContext(world_id=WORLD, templates=None, work=work, data_root=tmp_path)  # type: ignore[arg-type]
+    # the templates' words, as the build had them: a remade tasks stage draws the build's candidates in its order
+    return work, BuildContext(world_id=WORLD, templates=None, work=work, data_root=tmp_path,  # type: ignore[arg-type]
+                              vocabulary=load_templates().vocabulary)
 
 
 def _completes(work: WorkDir, meeting: int) -> list[str]:

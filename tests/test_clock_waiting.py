@@ -128,6 +128,9 @@ MOVED = [
      "scheduled_on", "UPDATE work_orders SET scheduled_on"),
     ("procurement.regional--v001", "contracts", ("draft", "legal_review"), "starts_on",
      "UPDATE contracts SET starts_on"),
+    # its records date from the bid (bid_on, the origin), so moving the start ahead leaves none before it
+    ("construction-projects.regional--v001", "projects", ("bidding", "surety_review", "preconstruction"),
+     "start_date", "UPDATE projects SET start_date"),
 ]
 
 

@@ -2,13 +2,16 @@
 
 Every date column has a meaning (an event that happened, a plan that may lie ahead, or a period bound);
 a pack may declare it (`date_meaning` on the column), else it is inferred from the column's name by the
-rules in `MEANING_RULES` (worldfactory/dates.py), the one place they live. Three rules are checked over a seed.db:
+rules in `MEANING_RULES` (worldfactory/dates.py), the one place they live. Four rules are checked over a seed.db:
 
 - `event_after_today`: an event date lies after the world's clock (`brief.clock`);
 - `event_before_parent`: an event date lies before the origin date of a record the row refers to (a
   contact created before its account, a claim filed before its policy starts);
 - `done_but_ahead`: a row whose status says the work is done has a plan date after the clock (a
-  completed booking scheduled next month).
+  completed booking scheduled next month);
+- `waiting_but_past`: its mirror, a row whose status says it still waits for its day (WAITING_STATUSES) has a
+  plan date more than WAITING_GRACE_DAYS before the clock (a meeting still scheduled a month after it fell);
+  the rows of the last days stay waiting, for the tasks that settle them (mark yesterday's meeting held).
 
 Then the cross-record constraints the tables declare (worldfactory/constraints.py), one rule per kind:
 `total`, `band`, `limit`, `category`, `refers`, `same`; and the pack's invariants (rule `invariant`: one
@@ -20,6 +23,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections import Counter
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -37,13 +41,19 @@ DONE_STATUSES = frozenset({
     "finished", "attended", "held", "checked_out", "no_show", "substantially_complete", "pod_received",
     "invoiced", "worked",
 })
+# Statuses that say the record still waits for its day: its plan dates must not lie long past. `confirmed` is
+# not one: the packs use it for a booking that was honoured (a stay confirmed and taken).
+WAITING_STATUSES = frozenset({"scheduled", "planned", "tentative", "requested", "pending", "booked"})
+# How long a waiting row may stay past its day: someone has yet to mark it held, a no-show or cancelled.
+WAITING_GRACE_DAYS = 14
 # A reference into the staff table is an assignment that may change hands (an account's owner), so a
 # record older than its current owner's hire date is no contradiction; the actor of the event is checked.
 STAFF_TABLES = frozenset({"users"})
 ACTOR_REF = r"_by$|^(author|sender|actor|user)_id$"
 # a plan date that begins a record (a policy's start; not a work order's planned start, which notes precede)
 ORIGIN_PLAN = r"^(start_date|starts_on|period_start)$"
-RULES = ("event_after_today", "event_before_parent", "done_but_ahead", *CONSTRAINT_KINDS, "invariant")
+RULES = ("event_after_today", "event_before_parent", "done_but_ahead", "waiting_but_past", *CONSTRAINT_KINDS,
+         "invariant")
 # An invariant written `SELECT count(*) FROM table [alias] ...` can name its first offending row: the same
 # statement selecting the row's id. Any other shape (a count over a GROUP BY) names its table only.
 COUNT_FROM = re.compile(r"^\s*SELECT\s+count\(\s*\*\s*\)\s+FROM\s+(\w+)(?:\s+(?:AS\s+)?"
@@ -85,6 +95,18 @@ def is_done(table: TableDef, row: dict[str, Any]) -> bool:
     """Whether the row's status says its work has happened (DONE_STATUSES)."""
     status = status_column(table)
     return status is not None and row.get(status) in DONE_STATUSES
+
+
+def is_waiting(table: TableDef, row: dict[str, Any]) -> bool:
+    """Whether the row's status says it still waits for its day (WAITING_STATUSES)."""
+    status = status_column(table)
+    return status is not None and row.get(status) in WAITING_STATUSES
+
+
+def waiting_floor(clock: str | date) -> str:
+    """The earliest plan date a waiting row may keep on this clock (WAITING_GRACE_DAYS before it)."""
+    day = date.fromisoformat(clock) if isinstance(clock, str) else clock
+    return (day - timedelta(days=WAITING_GRACE_DAYS)).isoformat()
 
 
 def origin_column(table: TableDef) -> str | None:
@@ -267,6 +289,7 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[i
     only what those writes can break is checked: the same violations at a cost that follows the changed rows
     (the end state of an oracle plan)."""
     today = spec.brief.clock
+    floor = waiting_floor(today)
     static = _static(spec)
     scope: dict[str, str] | None = None
     rows: dict[str, str] | None = None
@@ -332,6 +355,13 @@ def audit_db(spec: WorldSpec, conn: sqlite3.Connection, changed: dict[str, set[i
                         found.append(Violation(rule="done_but_ahead", table=table.name, row=rid, column=name,
                                                detail=f"{status} '{row[status]}' but {name} {when} is after "
                                                       f"today {today}"))
+            elif status and is_waiting(table, row):
+                for name in plans:
+                    when = row.get(name)
+                    if when is not None and when < floor:
+                        found.append(Violation(rule="waiting_but_past", table=table.name, row=rid, column=name,
+                                               detail=f"{status} '{row[status]}' but {name} {when} is more than "
+                                                      f"{WAITING_GRACE_DAYS} days before today {today}"))
     found += [Violation(rule=rule, table=table, row=rid, column=col, detail=detail)
               for rule, table, rid, col, detail in check_constraints(spec, conn, rows)]
     if invariants:

@@ -14,7 +14,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from worldfactory import packsql
-from worldfactory.audit import audit_db, is_done, origin_column, parent_refs
+from worldfactory.audit import audit_db, is_done, is_waiting, origin_column, parent_refs, waiting_floor
 from worldfactory.constraints import Fitter
 from worldfactory.dates import date_meaning
 from worldfactory.fill import numbered
@@ -119,10 +119,13 @@ class _Gen:
 
     def _bounds(self, col: ColumnDef, table: TableDef, row: dict[str, Any]) -> tuple[date | None, date | None]:
         """(floor, ceiling) of a date by its meaning (worldfactory/audit.py): an event, or a plan of a row whose
-        status says done, at or before today; an event at or after the origin of every record it belongs to."""
+        status says done, at or before today; a plan of a row still waiting for its day, within the audit's grace
+        before today (waiting_floor); an event at or after the origin of every record it belongs to."""
         meaning = date_meaning(col)
         ceiling = self.clock if meaning == "event" or (meaning == "plan" and is_done(table, row)) else None
         floor: date | None = None
+        if meaning == "plan" and is_waiting(table, row):
+            floor = date.fromisoformat(waiting_floor(self.clock))
         if meaning == "event":
             if table.name not in self.refs:
                 self.refs[table.name] = parent_refs(self.spec, table)
