@@ -16,8 +16,8 @@ over streamable HTTP at the episode's `mcp_url` with the SDK's client, and posts
      "answer": ANSWER, "guesses": ["what the tools never said"],
      "author_error": "set only when the solution was wrong (not the grader's fault)"}
 
-A line whose instruction is no longer the served one (the world was rebuilt and the task changed) is
-reported STALE and not graded.
+A line whose instruction is no longer the served one (the world was rebuilt and the task changed), or
+whose task the world no longer has, is reported STALE and not graded.
 
     CALL = {"tool": "search_claims", "args": {...}, "as": "found"}           # result kept as $found
          | {"each": "$found.claims", "where": {"status": "open"},             # one call per item ($item)
@@ -218,7 +218,12 @@ def run_world(world: Path, solutions: Path, verbose: bool) -> dict[str, Any]:
     lines = [json.loads(x) for x in solutions.read_text().splitlines() if x.strip()]
     rows = []
     with Served(world) as srv:
+        listed = {t["task_id"] for t in srv.control("GET", "/tasks")}
         for sol in lines:
+            if sol["task_id"] not in listed:  # the rebuilt world has no such task: as stale, not an abort
+                rows.append({"task_id": sol["task_id"], "stale": True, "now": None})
+                print(f"  STALE          {sol['task_id']}: the world no longer has this task")
+                continue
             ep = srv.control("POST", "/episodes", {"task_id": sol["task_id"]})
             if sol.get("instruction") not in (None, ep["instruction"]):  # written for another task: not graded
                 srv.control("DELETE", f"/episodes/{ep['episode_id']}")

@@ -53,6 +53,18 @@ def test_a_rule_inside_a_longer_rule_name_is_not_named() -> None:
     assert answers_match("approval_limit", "approval limit", "reason", rules)
 
 
+def test_a_label_without_its_trailing_unit_names_its_rule() -> None:
+    """approve_time_off says "the manager time-off approval limit" (its label ends "in days"): played blind,
+    an answer in the tool's words was read as naming approval_limit too."""
+    rules = [RuleRef(1, "approval_limit", "approval limit"),
+             RuleRef(2, "manager_time_off_days", "manager time-off approval limit in days")]
+    said = "The manager time-off approval limit (manager_time_off_days, 4 days) forbids it, so I did not do it."
+    assert rules_named(said, rules) == {"manager_time_off_days"}
+    assert answers_match("manager_time_off_days", "the manager time-off approval limit", "reason", rules)
+    assert not answers_match("manager_time_off_days", "approval limit", "reason", rules)
+    assert answers_match("approval_limit", "the approval limit", "reason", rules)
+
+
 def test_retrieval_answers_compared_by_type(world: World) -> None:
     tasks = {kind: [t for t in world.tasks.values() if t.answer_type == kind] for kind in ("list", "number", "int")}
     assert all(tasks.values()), {k: len(v) for k, v in tasks.items()}

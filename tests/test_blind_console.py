@@ -2,8 +2,9 @@
 
 One served world (the real server process, confined as in production), three solution lines: a valid one
 (looked up by search, ids taken from results), a planted wrong answer, and a line written for another
-instruction. The console must pass the first, count the second as a failure graded unfairly (it is not
-marked as the author's error), and refuse to grade the third (stale) rather than score it.
+instruction, and one for a task the world no longer has. The console must pass the first, count the second as a
+failure graded unfairly (it is not marked as the author's error), and refuse to grade the last two (stale) rather
+than score them or abort the run.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ def test_solutions_are_replayed_over_mcp_and_graded_by_the_control_plane(worlds_
     lines = [{"task_id": task.task_id, "instruction": task.instruction, "calls": calls, "answer": None},
              {"task_id": retrieval.task_id, "instruction": retrieval.instruction, "calls": [],
               "answer": f"{int(retrieval.answer) + 1} or so"},  # planted: wrong, and not marked as the author's
-             {"task_id": task.task_id, "instruction": "an instruction the world no longer has", "calls": calls}]
+             {"task_id": task.task_id, "instruction": "an instruction the world no longer has", "calls": calls},
+             {"task_id": "bulk-999", "instruction": "a task the rebuilt world no longer has", "calls": calls}]
     solutions = tmp_path / f"{WORLD}.jsonl"
     solutions.write_text("".join(json.dumps(x) + "\n" for x in lines))
     result = blind_console.run_world(worlds_dir / WORLD, solutions, verbose=False)
-    assert (result["tasks"], result["passed"], result["failed"], result["unfair"], result["stale"]) == (2, 1, 1, 1, 1)
+    assert (result["tasks"], result["passed"], result["failed"], result["unfair"], result["stale"]) == (2, 1, 1, 1, 2)
     passed = {r["task_id"]: r["passed"] for r in result["rows"]}
     assert passed == {task.task_id: True, retrieval.task_id: False}

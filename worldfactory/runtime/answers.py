@@ -6,7 +6,7 @@ order, text without regard to case and spacing. A "reason" (why a request was de
 to the business rules it names, by name (`max_booking_hours`), label ("maximum booking length in
 hours") or id: it must name the expected rule and no other, so naming another rule or listing every
 rule fails. Substrings do not count: "approval limit" inside "pay run approval limit" is the longer
-rule only.
+rule only. A label's trailing unit ("... in days") may be left out, as tool descriptions do.
 """
 
 from __future__ import annotations
@@ -154,8 +154,13 @@ def rules_named(answer: Any, rules: Sequence[RuleRef]) -> set[str]:
         wanted = int(by_id.group(1))
         return {r.name for r in rules if r.id == wanted}
     spans: list[tuple[int, int, str]] = []
+    phrases = {rule.name: {_words(rule.name), _words(rule.label)} - {""} for rule in rules}
+    for rule in rules:  # "manager time-off approval limit in days" is also what its tool says: without "in days"
+        short = re.sub(r" in \w+$", "", _words(rule.label))
+        if short and not any(short in p for n, p in phrases.items() if n != rule.name):
+            phrases[rule.name].add(short)
     for rule in rules:
-        for phrase in {_words(rule.name), _words(rule.label)} - {""}:
+        for phrase in phrases[rule.name]:
             spans += [(m.start(), m.end(), rule.name)
                       for m in re.finditer(rf"(?<!\w){re.escape(phrase)}(?!\w)", text)]
     return {name for start, end, name in spans
