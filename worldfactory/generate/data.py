@@ -42,6 +42,7 @@ class _Gen:
         self.vocab = vocab
         self.rng = rng
         self.clock = date.fromisoformat(spec.brief.clock)
+        self.waiting_floor = date.fromisoformat(waiting_floor(self.clock))  # read for every waiting row's plan date
         self.ids: dict[str, list[int]] = {}
         self.origins: dict[str, dict[int, str]] = {}  # per table: row id -> its origin date (audit.origin_column)
         self.refs: dict[str, list[tuple[str, str]]] = {}  # per table: audit.parent_refs
@@ -125,7 +126,7 @@ class _Gen:
         ceiling = self.clock if meaning == "event" or (meaning == "plan" and is_done(table, row)) else None
         floor: date | None = None
         if meaning == "plan" and is_waiting(table, row):
-            floor = date.fromisoformat(waiting_floor(self.clock))
+            floor = self.waiting_floor
         if meaning == "event":
             if table.name not in self.refs:
                 self.refs[table.name] = parent_refs(self.spec, table)
