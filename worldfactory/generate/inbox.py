@@ -28,7 +28,7 @@ from datetime import date, timedelta
 from typing import Any, Literal
 
 from worldfactory.seeds import stage_rng
-from worldfactory.spec import ACTOR_ID, PARTY_TABLES, TableDef, Transition, WorldSpec
+from worldfactory.spec import ACTOR_ID, TableDef, Transition, WorldSpec
 
 from .handbook import in_band, steps_by_name
 from .rows import fetch_dicts
@@ -280,11 +280,13 @@ def _party(conn: sqlite3.Connection, table: TableDef, tr: Transition, row: dict[
     requests, the contact it refers to or the contacts of its account; empty where a colleague asks."""
     if tr.requested_by != "party":
         return []
-    for ref in PARTY_TABLES:  # a contact it refers to first, else its account's contacts
-        found = next((row[c.name] for c in table.columns if c.ref == ref and row.get(c.name) is not None), None)
-        if found is not None:
-            return [int(found)] if ref == "contacts" else [int(r[0]) for r in conn.execute(
-                "SELECT id FROM contacts WHERE account_id = ? ORDER BY id", (found,))]
+    for col in table.columns:
+        if col.ref == "contacts" and row.get(col.name) is not None:
+            return [int(row[col.name])]
+    for col in table.columns:
+        if col.ref == "accounts" and row.get(col.name) is not None:
+            return [int(r[0]) for r in conn.execute("SELECT id FROM contacts WHERE account_id = ? ORDER BY id",
+                                                    (row[col.name],))]
     return []
 
 
